@@ -1,0 +1,44 @@
+// Element types understood by the torch-free core (hlo/, lowering/, exec/, pjrt/).
+// The aten layer maps c10::ScalarType onto these; pjrt/ maps them onto PJRT_Buffer_Type.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tpu {
+
+enum class ElementType : uint8_t {
+  kBool,
+  kI8,
+  kI16,
+  kI32,
+  kI64,
+  kU8,
+  kU32,
+  kU64,
+  kF16,
+  kBF16,
+  kF32,
+  kF64,
+};
+
+// Size of one element in bytes (a bool occupies one byte, as in PyTorch).
+size_t element_size(ElementType t);
+// The MLIR spelling used in StableHLO tensor types ("f32", "i1", "ui8", ...).
+const char* mlir_name(ElementType t);
+// A readable name for error messages ("float32", "bool", ...).
+const char* display_name(ElementType t);
+
+inline bool is_floating(ElementType t) {
+  return t == ElementType::kF16 || t == ElementType::kBF16 || t == ElementType::kF32 ||
+         t == ElementType::kF64;
+}
+inline bool is_unsigned(ElementType t) {
+  return t == ElementType::kU8 || t == ElementType::kU32 || t == ElementType::kU64;
+}
+inline bool is_integral(ElementType t) {  // excludes bool
+  return !is_floating(t) && t != ElementType::kBool;
+}
+
+}  // namespace tpu

@@ -1,0 +1,58 @@
+// Turns one OpCall into a StableHLO program: parameters for the storages it touches, view
+// reads (lowering/view_access), dtype conversion, the op's lowering from the registry, and
+// writes of outputs into target views. Also computes the call's signature - the cache key -
+// without building anything.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "exec/op_call.h"
+#include "hlo/tensor_type.h"
+#include "runtime/device_storage.h"
+
+namespace tpu::exec {
+
+// The distinct storages of a call and how each input/output refers to them.
+struct CallLayout {
+  struct Slot {
+    runtime::DeviceStorage* storage = nullptr;
+    runtime::DeviceStorage::Contents contents;
+  };
+  std::vector<Slot> slots;
+  std::vector<int> input_slot;        // per input; -1 for scalars
+  std::vector<bool> input_identity;   // the view is the whole buffer as it is laid out
+  std::vector<int> output_slot;       // per output; -1 when fresh or written whole
+  std::vector<bool> output_whole;     // target view covers its whole storage contiguously
+};
+
+// Slots and identity flags of `call` given the storages' current contents.
+CallLayout layout_of(const OpCall& call);
+// Storages the program must read that have no buffer yet (they read as zeros).
+std::vector<runtime::DeviceStorage*> unmaterialized(const CallLayout& layout);
+
+// Everything that selects a distinct executable: op, attributes, slot buffer types, view
+// shapes and strides, dtypes. Offsets and scalar values are runtime arguments, not part of it.
+std::string signature(const OpCall& call, const CallLayout& layout);
+
+struct ProgramPlan {
+  struct Arg {
+    enum class Kind { kSlot, kInputOffset, kOutputOffset, kScalar };
+    Kind kind;
+    int index;  // slot, input or output index
+  };
+  std::vector<Arg> args;
+  std::vector<int> donatable_args;           // slot arguments aliased to an output
+  std::vector<hlo::TensorType> output_types;  // one per program output (= per call output)
+};
+
+struct BuiltProgram {
+  std::string mlir;
+  ProgramPlan plan;
+};
+
+// Builds the program; throws std::invalid_argument with a readable message when the lowering
+// is missing or the call is inconsistent (e.g. an in-place output of the wrong shape).
+BuiltProgram build_program(const OpCall& call, const CallLayout& layout);
+
+}  // namespace tpu::exec

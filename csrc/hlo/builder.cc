@@ -1,0 +1,482 @@
+#include "hlo/builder.h"
+
+#include <stdexcept>
+
+#include "hlo/literal.h"
+
+namespace tpu::hlo {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& op, const std::string& why) {
+  throw std::invalid_argument("StableHLO builder: " + op + ": " + why);
+}
+
+std::string join(const Dims& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s;
+}
+
+const char* compare_name(Compare c) {
+  switch (c) {
+    case Compare::kEQ: return "EQ";
+    case Compare::kNE: return "NE";
+    case Compare::kLT: return "LT";
+    case Compare::kLE: return "LE";
+    case Compare::kGT: return "GT";
+    case Compare::kGE: return "GE";
+  }
+  return "EQ";
+}
+
+const char* reduce_op(ReduceKind k) {
+  switch (k) {
+    case ReduceKind::kSum: return "stablehlo.add";
+    case ReduceKind::kProd: return "stablehlo.multiply";
+    case ReduceKind::kMax: return "stablehlo.maximum";
+    case ReduceKind::kMin: return "stablehlo.minimum";
+    case ReduceKind::kAnd: return "stablehlo.and";
+    case ReduceKind::kOr: return "stablehlo.or";
+  }
+  return "stablehlo.add";
+}
+
+}  // namespace
+
+std::string i64_array(const Dims& v) {
+  return v.empty() ? "array<i64>" : "array<i64: " + join(v) + ">";
+}
+std::string i64_list(const Dims& v) { return "[" + join(v) + "]"; }
+
+Builder::Builder() { blocks_.emplace_back(); }
+
+Value Builder::new_value(const TensorType& t) {
+  for (int64_t d : t.dims) {
+    if (d < 0) fail("value", "negative dimension in " + t.str());
+  }
+  types_.push_back(t);
+  return Value{static_cast<int>(types_.size()) - 1};
+}
+
+const TensorType& Builder::type(Value v) const {
+  if (v.id < 0 || v.id >= static_cast<int>(types_.size())) fail("type", "invalid value handle");
+  return types_[v.id];
+}
+
+void Builder::line(const std::string& text) {
+  blocks_.back() += "    " + text + "\n";
+}
+
+std::string Builder::operand_list(const std::vector<Value>& vs) const {
+  std::string s;
+  for (size_t i = 0; i < vs.size(); ++i) s += (i ? ", " : "") + name(vs[i]);
+  return s;
+}
+
+std::string Builder::type_list(const std::vector<Value>& vs) const {
+  std::string s;
+  for (size_t i = 0; i < vs.size(); ++i) s += (i ? ", " : "") + type(vs[i]).mlir();
+  return s;
+}
+
+Value Builder::parameter(const TensorType& t) {
+  if (blocks_.size() != 1) fail("parameter", "parameters must be declared outside regions");
+  Value v = new_value(t);
+  params_.push_back(v);
+  param_alias_.push_back(-1);
+  return v;
+}
+
+void Builder::alias_parameter_to_output(Value param, int output_index) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].id == param.id) {
+      param_alias_[i] = output_index;
+      return;
+    }
+  }
+  fail("alias_parameter_to_output", "value is not a parameter");
+}
+
+std::vector<Value> Builder::emit_multi(const std::string& op, const std::vector<Value>& operands,
+                                       const std::vector<TensorType>& results,
+                                       const std::string& attributes, const std::string& regions) {
+  std::vector<Value> outs;
+  std::string lhs;
+  std::string result_types;
+  for (size_t i = 0; i < results.size(); ++i) {
+    outs.push_back(new_value(results[i]));
+    lhs += (i ? ", " : "") + name(outs.back());
+    result_types += (i ? ", " : "") + results[i].mlir();
+  }
+  std::string text = lhs + " = \"" + op + "\"(" + operand_list(operands) + ")";
+  if (!regions.empty()) text += " (" + regions + ")";
+  if (!attributes.empty()) text += " {" + attributes + "}";
+  text += " : (" + type_list(operands) + ") -> ";
+  text += results.size() == 1 ? result_types : "(" + result_types + ")";
+  line(text);
+  return outs;
+}
+
+Value Builder::emit(const std::string& op, const std::vector<Value>& operands,
+                    const TensorType& result, const std::string& attributes,
+                    const std::string& regions) {
+  return emit_multi(op, operands, {result}, attributes, regions)[0];
+}
+
+std::string Builder::region(const std::vector<TensorType>& arg_types,
+                            const std::function<std::vector<Value>(const std::vector<Value>&)>& body) {
+  std::vector<Value> args;
+  std::string header = "{\n    ^bb0(";
+  for (size_t i = 0; i < arg_types.size(); ++i) {
+    args.push_back(new_value(arg_types[i]));
+    header += (i ? ", " : "") + name(args.back()) + ": " + arg_types[i].mlir();
+  }
+  header += "):\n";
+  blocks_.emplace_back();
+  std::vector<Value> yielded = body(args);
+  line("\"stablehlo.return\"(" + operand_list(yielded) + ") : (" + type_list(yielded) + ") -> ()");
+  std::string text = header + blocks_.back() + "  }";
+  blocks_.pop_back();
+  return text;
+}
+
+// ---- constants
+
+Value Builder::constant(ElementType t, double value) {
+  TensorType tt{t, {}};
+  return emit("stablehlo.constant", {}, tt,
+              "value = dense<" + float_literal(t, value) + "> : " + tt.mlir());
+}
+
+Value Builder::constant_int(ElementType t, int64_t value) {
+  TensorType tt{t, {}};
+  return emit("stablehlo.constant", {}, tt,
+              "value = dense<" + int_literal(t, value) + "> : " + tt.mlir());
+}
+
+Value Builder::constant_ints(ElementType t, const Dims& dims, const std::vector<int64_t>& values) {
+  TensorType tt{t, dims};
+  if (static_cast<int64_t>(values.size()) != tt.numel()) fail("constant_ints", "value count mismatch");
+  std::string body;
+  for (size_t i = 0; i < values.size(); ++i) body += (i ? ", " : "") + int_literal(t, values[i]);
+  // A flat list is accepted for any static shape.
+  return emit("stablehlo.constant", {}, tt,
+              "value = dense<" + (dims.empty() ? body : "[" + body + "]") + "> : " + tt.mlir());
+}
+
+Value Builder::full(const TensorType& t, double value) {
+  return broadcast_in_dim(constant(t.dtype, value), t.dims, {});
+}
+
+Value Builder::iota(const TensorType& t, int64_t dim) {
+  if (dim < 0 || dim >= t.rank()) fail("iota", "dimension out of range for " + t.str());
+  return emit("stablehlo.iota", {}, t, "iota_dimension = " + std::to_string(dim) + " : i64");
+}
+
+// ---- elementwise
+
+Value Builder::binary(const char* op, Value a, Value b) {
+  if (type(a) != type(b)) {
+    fail(op, "operand types differ: " + type(a).str() + " vs " + type(b).str());
+  }
+  return emit(op, {a, b}, type(a));
+}
+
+Value Builder::unary(const char* op, Value a) { return emit(op, {a}, type(a)); }
+
+Value Builder::compare(Value a, Value b, Compare direction) {
+  if (type(a) != type(b)) {
+    fail("compare", "operand types differ: " + type(a).str() + " vs " + type(b).str());
+  }
+  return emit("stablehlo.compare", {a, b}, TensorType{ElementType::kBool, dims(a)},
+              std::string("comparison_direction = #stablehlo<comparison_direction ") +
+                  compare_name(direction) + ">");
+}
+
+Value Builder::select(Value pred, Value on_true, Value on_false) {
+  if (dtype(pred) != ElementType::kBool) fail("select", "predicate must be bool");
+  if (type(on_true) != type(on_false)) {
+    fail("select", "branch types differ: " + type(on_true).str() + " vs " + type(on_false).str());
+  }
+  if (!type(pred).dims.empty() && dims(pred) != dims(on_true)) {
+    fail("select", "predicate shape " + dims_str(dims(pred)) + " differs from " +
+                       dims_str(dims(on_true)));
+  }
+  return emit("stablehlo.select", {pred, on_true, on_false}, type(on_true));
+}
+
+Value Builder::clamp(Value lo, Value x, Value hi) {
+  return emit("stablehlo.clamp", {lo, x, hi}, type(x));
+}
+
+Value Builder::convert(Value v, ElementType t) {
+  if (dtype(v) == t) return v;
+  return emit("stablehlo.convert", {v}, TensorType{t, dims(v)});
+}
+
+Value Builder::bitcast_convert(Value v, const TensorType& t) {
+  return emit("stablehlo.bitcast_convert", {v}, t);
+}
+
+// ---- shapes
+
+Value Builder::reshape(Value v, const Dims& new_dims) {
+  if (dims(v) == new_dims) return v;
+  TensorType t{dtype(v), new_dims};
+  if (t.numel() != type(v).numel()) {
+    fail("reshape", "cannot reshape " + type(v).str() + " to " + dims_str(new_dims));
+  }
+  return emit("stablehlo.reshape", {v}, t);
+}
+
+Value Builder::transpose(Value v, const Dims& perm) {
+  const Dims& in = dims(v);
+  if (perm.size() != in.size()) fail("transpose", "permutation rank mismatch");
+  bool identity = true;
+  Dims out(in.size());
+  std::vector<bool> seen(in.size(), false);
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] < 0 || perm[i] >= static_cast<int64_t>(in.size()) || seen[perm[i]]) {
+      fail("transpose", "invalid permutation " + dims_str(perm));
+    }
+    seen[perm[i]] = true;
+    out[i] = in[perm[i]];
+    identity = identity && perm[i] == static_cast<int64_t>(i);
+  }
+  if (identity) return v;
+  return emit("stablehlo.transpose", {v}, TensorType{dtype(v), out},
+              "permutation = " + i64_array(perm));
+}
+
+Value Builder::broadcast_in_dim(Value v, const Dims& out_dims, const Dims& mapping) {
+  const Dims& in = dims(v);
+  if (mapping.size() != in.size()) fail("broadcast_in_dim", "mapping rank mismatch");
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (mapping[i] < 0 || mapping[i] >= static_cast<int64_t>(out_dims.size()) ||
+        (in[i] != 1 && in[i] != out_dims[mapping[i]])) {
+      fail("broadcast_in_dim", "cannot broadcast " + type(v).str() + " to " + dims_str(out_dims));
+    }
+  }
+  if (in == out_dims) {
+    bool identity = true;
+    for (size_t i = 0; i < mapping.size(); ++i) identity = identity && mapping[i] == int64_t(i);
+    if (identity) return v;
+  }
+  return emit("stablehlo.broadcast_in_dim", {v}, TensorType{dtype(v), out_dims},
+              "broadcast_dimensions = " + i64_array(mapping));
+}
+
+Value Builder::broadcast_to(Value v, const Dims& out_dims) {
+  const Dims& in = dims(v);
+  if (in == out_dims) return v;
+  if (in.size() > out_dims.size()) {
+    fail("broadcast_to", "cannot broadcast " + type(v).str() + " to " + dims_str(out_dims));
+  }
+  const size_t lead = out_dims.size() - in.size();
+  Dims mapping(in.size());
+  for (size_t i = 0; i < in.size(); ++i) mapping[i] = static_cast<int64_t>(lead + i);
+  return broadcast_in_dim(v, out_dims, mapping);
+}
+
+Value Builder::slice(Value v, const Dims& start, const Dims& limit, const Dims& strides) {
+  const Dims& in = dims(v);
+  if (start.size() != in.size() || limit.size() != in.size() || strides.size() != in.size()) {
+    fail("slice", "index rank mismatch");
+  }
+  Dims out(in.size());
+  bool identity = true;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (start[i] < 0 || limit[i] < start[i] || limit[i] > in[i] || strides[i] < 1) {
+      fail("slice", "invalid bounds for " + type(v).str());
+    }
+    out[i] = (limit[i] - start[i] + strides[i] - 1) / strides[i];
+    identity = identity && start[i] == 0 && limit[i] == in[i] && strides[i] == 1;
+  }
+  if (identity) return v;
+  return emit("stablehlo.slice", {v}, TensorType{dtype(v), out},
+              "start_indices = " + i64_array(start) + ", limit_indices = " + i64_array(limit) +
+                  ", strides = " + i64_array(strides));
+}
+
+Value Builder::dynamic_slice(Value v, const std::vector<Value>& starts, const Dims& sizes) {
+  if (starts.size() != dims(v).size() || sizes.size() != dims(v).size()) {
+    fail("dynamic_slice", "index rank mismatch");
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] < 0 || sizes[i] > dims(v)[i]) fail("dynamic_slice", "slice larger than operand");
+  }
+  std::vector<Value> operands{v};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  return emit("stablehlo.dynamic_slice", operands, TensorType{dtype(v), sizes},
+              "slice_sizes = " + i64_array(sizes));
+}
+
+Value Builder::dynamic_update_slice(Value v, Value update, const std::vector<Value>& starts) {
+  if (dtype(v) != dtype(update) || dims(v).size() != dims(update).size() ||
+      starts.size() != dims(v).size()) {
+    fail("dynamic_update_slice", "operand " + type(v).str() + " and update " + type(update).str() +
+                                     " do not match");
+  }
+  std::vector<Value> operands{v, update};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  return emit("stablehlo.dynamic_update_slice", operands, type(v));
+}
+
+Value Builder::pad(Value v, Value pad_value, const Dims& low, const Dims& high, const Dims& interior) {
+  const Dims& in = dims(v);
+  Dims out(in.size());
+  bool identity = true;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (interior[i] < 0) fail("pad", "negative interior padding");
+    out[i] = low[i] + high[i] + in[i] + (in[i] > 0 ? (in[i] - 1) * interior[i] : 0);
+    if (out[i] < 0) fail("pad", "padding makes a negative dimension");
+    identity = identity && low[i] == 0 && high[i] == 0 && interior[i] == 0;
+  }
+  if (identity) return v;
+  return emit("stablehlo.pad", {v, pad_value}, TensorType{dtype(v), out},
+              "edge_padding_low = " + i64_array(low) + ", edge_padding_high = " + i64_array(high) +
+                  ", interior_padding = " + i64_array(interior));
+}
+
+Value Builder::concatenate(const std::vector<Value>& values, int64_t dim) {
+  if (values.empty()) fail("concatenate", "no operands");
+  Dims out = dims(values[0]);
+  if (dim < 0 || dim >= static_cast<int64_t>(out.size())) fail("concatenate", "bad dimension");
+  out[dim] = 0;
+  for (Value v : values) {
+    const Dims& d = dims(v);
+    if (d.size() != out.size() || dtype(v) != dtype(values[0])) fail("concatenate", "operand mismatch");
+    for (size_t i = 0; i < d.size(); ++i) {
+      if (static_cast<int64_t>(i) != dim && d[i] != dims(values[0])[i]) {
+        fail("concatenate", "operand shapes differ outside the concatenation dimension");
+      }
+    }
+    out[dim] += d[dim];
+  }
+  if (values.size() == 1) return values[0];
+  return emit("stablehlo.concatenate", values, TensorType{dtype(values[0]), out},
+              "dimension = " + std::to_string(dim) + " : i64");
+}
+
+Value Builder::gather_flat(Value flat, Value indices) {
+  if (type(flat).rank() != 1) fail("gather_flat", "operand must be rank 1");
+  const int64_t ivd = type(indices).rank();
+  return emit("stablehlo.gather", {flat, indices}, TensorType{dtype(flat), dims(indices)},
+              "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], "
+              "start_index_map = [0], index_vector_dim = " + std::to_string(ivd) +
+                  ">, slice_sizes = array<i64: 1>, indices_are_sorted = false");
+}
+
+Value Builder::scatter_flat(Value flat, Value indices, Value updates) {
+  if (type(flat).rank() != 1) fail("scatter_flat", "operand must be rank 1");
+  if (dims(indices) != dims(updates) || dtype(updates) != dtype(flat)) {
+    fail("scatter_flat", "indices " + type(indices).str() + " and updates " + type(updates).str() +
+                             " do not match");
+  }
+  const int64_t ivd = type(indices).rank();
+  TensorType scalar{dtype(flat), {}};
+  std::string body = region({scalar, scalar}, [](const std::vector<Value>& a) {
+    return std::vector<Value>{a[1]};
+  });
+  return emit("stablehlo.scatter", {flat, indices, updates}, type(flat),
+              "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
+              "scatter_dims_to_operand_dims = [0], index_vector_dim = " + std::to_string(ivd) +
+                  ">, indices_are_sorted = false, unique_indices = false",
+              body);
+}
+
+// ---- contractions and reductions
+
+Value Builder::dot_general(Value lhs, Value rhs, const Dims& lhs_batch, const Dims& rhs_batch,
+                           const Dims& lhs_contract, const Dims& rhs_contract, ElementType result,
+                           bool highest_precision) {
+  const Dims& l = dims(lhs);
+  const Dims& r = dims(rhs);
+  if (lhs_batch.size() != rhs_batch.size() || lhs_contract.size() != rhs_contract.size()) {
+    fail("dot_general", "dimension list sizes differ");
+  }
+  Dims out;
+  for (size_t i = 0; i < lhs_batch.size(); ++i) {
+    if (l.at(lhs_batch[i]) != r.at(rhs_batch[i])) {
+      fail("dot_general", "batch dimensions differ: " + type(lhs).str() + " vs " + type(rhs).str());
+    }
+    out.push_back(l[lhs_batch[i]]);
+  }
+  for (size_t i = 0; i < lhs_contract.size(); ++i) {
+    if (l.at(lhs_contract[i]) != r.at(rhs_contract[i])) {
+      fail("dot_general", "contracting dimensions differ: " + type(lhs).str() + " vs " +
+                              type(rhs).str());
+    }
+  }
+  auto is_in = [](const Dims& v, int64_t x) {
+    for (int64_t e : v) if (e == x) return true;
+    return false;
+  };
+  for (int64_t i = 0; i < static_cast<int64_t>(l.size()); ++i) {
+    if (!is_in(lhs_batch, i) && !is_in(lhs_contract, i)) out.push_back(l[i]);
+  }
+  for (int64_t i = 0; i < static_cast<int64_t>(r.size()); ++i) {
+    if (!is_in(rhs_batch, i) && !is_in(rhs_contract, i)) out.push_back(r[i]);
+  }
+  std::string attrs = "dot_dimension_numbers = #stablehlo.dot<";
+  std::string parts;
+  auto add_part = [&](const char* key, const Dims& v) {
+    if (v.empty()) return;
+    parts += (parts.empty() ? "" : ", ") + std::string(key) + " = " + i64_list(v);
+  };
+  add_part("lhs_batching_dimensions", lhs_batch);
+  add_part("rhs_batching_dimensions", rhs_batch);
+  add_part("lhs_contracting_dimensions", lhs_contract);
+  add_part("rhs_contracting_dimensions", rhs_contract);
+  attrs += parts + ">";
+  if (highest_precision) {
+    attrs += ", precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]";
+  }
+  return emit("stablehlo.dot_general", {lhs, rhs}, TensorType{result, out}, attrs);
+}
+
+Value Builder::reduce(Value v, Value init, const Dims& reduce_dims, ReduceKind kind) {
+  const Dims& in = dims(v);
+  if (type(init).rank() != 0 || dtype(init) != dtype(v)) fail("reduce", "init must be a scalar of the operand type");
+  std::vector<bool> reduced(in.size(), false);
+  for (int64_t d : reduce_dims) {
+    if (d < 0 || d >= static_cast<int64_t>(in.size()) || reduced[d]) fail("reduce", "bad dimensions");
+    reduced[d] = true;
+  }
+  Dims out;
+  for (size_t i = 0; i < in.size(); ++i) if (!reduced[i]) out.push_back(in[i]);
+  if (reduce_dims.empty()) return v;
+  TensorType scalar{dtype(v), {}};
+  const char* op = reduce_op(kind);
+  std::string body = region({scalar, scalar}, [&](const std::vector<Value>& a) {
+    return std::vector<Value>{binary(op, a[0], a[1])};
+  });
+  return emit("stablehlo.reduce", {v, init}, TensorType{dtype(v), out},
+              "dimensions = " + i64_array(reduce_dims), body);
+}
+
+std::pair<Value, Value> Builder::rng_bit_generator(Value state, const TensorType& bits_type) {
+  if (type(state) != TensorType{ElementType::kU64, {2}}) fail("rng_bit_generator", "state must be ui64[2]");
+  auto outs = emit_multi("stablehlo.rng_bit_generator", {state}, {type(state), bits_type},
+                         "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>");
+  return {outs[0], outs[1]};
+}
+
+std::string Builder::module_text(const std::vector<Value>& outputs) const {
+  std::string text = "module @torch_tpu attributes {mhlo.num_partitions = 1 : i32, "
+                     "mhlo.num_replicas = 1 : i32} {\n  func.func public @main(";
+  for (size_t i = 0; i < params_.size(); ++i) {
+    text += (i ? ", " : "") + name(params_[i]) + ": " + type(params_[i]).mlir();
+    if (param_alias_[i] >= 0) {
+      text += " {tf.aliasing_output = " + std::to_string(param_alias_[i]) + " : i32}";
+    }
+  }
+  text += ") -> (" + type_list(outputs) + ") {\n";
+  text += blocks_[0];
+  text += "    \"func.return\"(" + operand_list(outputs) + ") : (" + type_list(outputs) + ") -> ()\n";
+  text += "  }\n}\n";
+  return text;
+}
+
+}  // namespace tpu::hlo

@@ -1,0 +1,116 @@
+// A small typed builder that prints one StableHLO function (and its module) as MLIR text.
+//
+// Every op method checks its operand types and computes the result type, so a lowering that
+// gets a shape wrong fails here with a readable message instead of inside the XLA compiler.
+// Ops are printed in MLIR's generic form ("stablehlo.add"(...) : (...) -> ...).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hlo/tensor_type.h"
+
+namespace tpu::hlo {
+
+// Handle of an SSA value inside one Builder.
+struct Value {
+  int id = -1;
+  bool valid() const { return id >= 0; }
+};
+
+enum class Compare { kEQ, kNE, kLT, kLE, kGT, kGE };
+enum class ReduceKind { kSum, kProd, kMax, kMin, kAnd, kOr };
+
+class Builder {
+ public:
+  Builder();
+
+  // Function parameters, in call order.
+  Value parameter(const TensorType& type);
+  // Declares that `param` may be donated to produce output number `output_index`.
+  void alias_parameter_to_output(Value param, int output_index);
+  const TensorType& type(Value v) const;
+  const Dims& dims(Value v) const { return type(v).dims; }
+  ElementType dtype(Value v) const { return type(v).dtype; }
+
+  // ---- generic emission (for ops without a helper below)
+  Value emit(const std::string& op, const std::vector<Value>& operands, const TensorType& result,
+             const std::string& attributes = "", const std::string& regions = "");
+  std::vector<Value> emit_multi(const std::string& op, const std::vector<Value>& operands,
+                                const std::vector<TensorType>& results,
+                                const std::string& attributes = "", const std::string& regions = "");
+  // Builds a region whose block takes `arg_types`; `body` emits ops and returns the values to
+  // yield. Returns the region text for emit(..., regions).
+  std::string region(const std::vector<TensorType>& arg_types,
+                     const std::function<std::vector<Value>(const std::vector<Value>&)>& body);
+
+  // ---- constants
+  Value constant(ElementType t, double value);        // rank-0
+  Value constant_int(ElementType t, int64_t value);   // rank-0
+  Value constant_ints(ElementType t, const Dims& dims, const std::vector<int64_t>& values);
+  Value full(const TensorType& t, double value);      // broadcast constant
+  Value iota(const TensorType& t, int64_t dim);
+
+  // ---- elementwise: operands must have identical types (see broadcast_to / convert)
+  Value binary(const char* op, Value a, Value b);   // e.g. "stablehlo.add"
+  Value unary(const char* op, Value a);             // e.g. "stablehlo.negate"
+  Value add(Value a, Value b) { return binary("stablehlo.add", a, b); }
+  Value sub(Value a, Value b) { return binary("stablehlo.subtract", a, b); }
+  Value mul(Value a, Value b) { return binary("stablehlo.multiply", a, b); }
+  Value div(Value a, Value b) { return binary("stablehlo.divide", a, b); }
+  Value max(Value a, Value b) { return binary("stablehlo.maximum", a, b); }
+  Value min(Value a, Value b) { return binary("stablehlo.minimum", a, b); }
+  Value neg(Value a) { return unary("stablehlo.negate", a); }
+  Value compare(Value a, Value b, Compare direction);  // -> bool
+  Value select(Value pred, Value on_true, Value on_false);
+  Value clamp(Value lo, Value x, Value hi);
+  Value convert(Value v, ElementType t);               // identity when already `t`
+  Value bitcast_convert(Value v, const TensorType& t);
+
+  // ---- shapes
+  Value reshape(Value v, const Dims& dims);            // identity when unchanged
+  Value transpose(Value v, const Dims& permutation);   // identity when trivial
+  Value broadcast_in_dim(Value v, const Dims& out_dims, const Dims& mapping);
+  Value broadcast_to(Value v, const Dims& out_dims);   // numpy rules, right-aligned
+  Value slice(Value v, const Dims& start, const Dims& limit, const Dims& strides);
+  Value dynamic_slice(Value v, const std::vector<Value>& starts, const Dims& sizes);
+  Value dynamic_update_slice(Value v, Value update, const std::vector<Value>& starts);
+  Value pad(Value v, Value pad_value, const Dims& low, const Dims& high, const Dims& interior);
+  Value concatenate(const std::vector<Value>& values, int64_t dim);
+  // Element-wise gather from a rank-1 operand: result[i...] = flat[indices[i...]].
+  Value gather_flat(Value flat, Value indices);
+  // Element-wise scatter into a rank-1 operand: flat[indices[i...]] = updates[i...].
+  Value scatter_flat(Value flat, Value indices, Value updates);
+
+  // ---- contractions and reductions
+  Value dot_general(Value lhs, Value rhs, const Dims& lhs_batch, const Dims& rhs_batch,
+                    const Dims& lhs_contract, const Dims& rhs_contract, ElementType result,
+                    bool highest_precision);
+  Value reduce(Value v, Value init, const Dims& dims, ReduceKind kind);
+
+  // ---- random bits: (new_state, bits) from a THREE_FRY state of type ui64[2]
+  std::pair<Value, Value> rng_bit_generator(Value state, const TensorType& bits_type);
+
+  // The whole module with a public @main returning `outputs`.
+  std::string module_text(const std::vector<Value>& outputs) const;
+
+ private:
+  Value new_value(const TensorType& t);
+  std::string name(Value v) const { return "%" + std::to_string(v.id); }
+  std::string operand_list(const std::vector<Value>& vs) const;
+  std::string type_list(const std::vector<Value>& vs) const;
+  void line(const std::string& text);
+
+  std::vector<TensorType> types_;
+  std::vector<Value> params_;
+  std::vector<int> param_alias_;  // output index per parameter, -1 if none
+  std::vector<std::string> blocks_;  // stack: [0] is the function body
+};
+
+// Printing helpers shared with callers that build attributes by hand.
+std::string i64_array(const Dims& v);    // "array<i64: 1, 2>"
+std::string i64_list(const Dims& v);     // "[1, 2]"
+
+}  // namespace tpu::hlo

@@ -1,0 +1,20 @@
+// Shape rules shared by every lowering: broadcasting, dimension normalisation, keepdim.
+#pragma once
+
+#include <vector>
+
+#include "hlo/builder.h"
+
+namespace tpu::lowering {
+
+// PyTorch/numpy broadcast of two shapes; throws std::invalid_argument with PyTorch's message.
+hlo::Dims broadcast_shapes(const hlo::Dims& a, const hlo::Dims& b);
+// Broadcasts every value to their common shape (rank-0 scalars included).
+std::vector<hlo::Value> broadcast_all(hlo::Builder& b, const std::vector<hlo::Value>& values);
+// Puts back reduced dims as size 1 ("keepdim").
+hlo::Value keep_dims(hlo::Builder& b, hlo::Value reduced, const hlo::Dims& input_dims,
+                     const hlo::Dims& reduced_axes);
+// A rank-0 constant of `like`'s element type broadcast to `like`'s shape.
+hlo::Value full_like(hlo::Builder& b, hlo::Value like, double value);
+
+}  // namespace tpu::lowering

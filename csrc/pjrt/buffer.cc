@@ -1,0 +1,87 @@
+#include "pjrt/buffer.h"
+
+#include "pjrt/buffer_type.h"
+#include "pjrt/error.h"
+
+namespace tpu::pjrt {
+
+Buffer::~Buffer() {
+  if (buffer_ == nullptr) return;
+  PJRT_Buffer_Destroy_Args args{};
+  args.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  if (PJRT_Error* err = api_->PJRT_Buffer_Destroy(&args)) consume_error(api_, err);
+}
+
+ElementType Buffer::element_type() const {
+  PJRT_Buffer_ElementType_Args args{};
+  args.struct_size = PJRT_Buffer_ElementType_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  check(api_, api_->PJRT_Buffer_ElementType(&args), "PJRT_Buffer_ElementType");
+  return from_pjrt(args.type);
+}
+
+std::vector<int64_t> Buffer::dims() const {
+  PJRT_Buffer_Dimensions_Args args{};
+  args.struct_size = PJRT_Buffer_Dimensions_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  check(api_, api_->PJRT_Buffer_Dimensions(&args), "PJRT_Buffer_Dimensions");
+  return std::vector<int64_t>(args.dims, args.dims + args.num_dims);
+}
+
+size_t Buffer::on_device_size() const {
+  PJRT_Buffer_OnDeviceSizeInBytes_Args args{};
+  args.struct_size = PJRT_Buffer_OnDeviceSizeInBytes_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  check(api_, api_->PJRT_Buffer_OnDeviceSizeInBytes(&args), "PJRT_Buffer_OnDeviceSizeInBytes");
+  return args.on_device_size_in_bytes;
+}
+
+std::unique_ptr<Event> Buffer::to_host_async(void* dst, size_t size) const {
+  PJRT_Buffer_ToHostBuffer_Args args{};
+  args.struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE;
+  args.src = buffer_;
+  args.host_layout = nullptr;  // dense, major-to-minor
+  args.dst = dst;
+  args.dst_size = size;
+  check(api_, api_->PJRT_Buffer_ToHostBuffer(&args), "device-to-host transfer");
+  return std::make_unique<Event>(api_, args.event);
+}
+
+void Buffer::to_host(void* dst, size_t size) const {
+  to_host_async(dst, size)->await("device-to-host transfer");
+}
+
+std::unique_ptr<Buffer> Buffer::copy_to_device(PJRT_Device* device) const {
+  PJRT_Buffer_CopyToDevice_Args args{};
+  args.struct_size = PJRT_Buffer_CopyToDevice_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  args.dst_device = device;
+  check(api_, api_->PJRT_Buffer_CopyToDevice(&args), "device-to-device transfer");
+  return std::make_unique<Buffer>(api_, args.dst_buffer);
+}
+
+std::unique_ptr<Event> Buffer::ready_event() const {
+  PJRT_Buffer_ReadyEvent_Args args{};
+  args.struct_size = PJRT_Buffer_ReadyEvent_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  check(api_, api_->PJRT_Buffer_ReadyEvent(&args), "PJRT_Buffer_ReadyEvent");
+  return std::make_unique<Event>(api_, args.event);
+}
+
+bool Buffer::is_deleted() const {
+  PJRT_Buffer_IsDeleted_Args args{};
+  args.struct_size = PJRT_Buffer_IsDeleted_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  check(api_, api_->PJRT_Buffer_IsDeleted(&args), "PJRT_Buffer_IsDeleted");
+  return args.is_deleted;
+}
+
+void Buffer::release_memory() {
+  PJRT_Buffer_Delete_Args args{};
+  args.struct_size = PJRT_Buffer_Delete_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  check(api_, api_->PJRT_Buffer_Delete(&args), "PJRT_Buffer_Delete");
+}
+
+}  // namespace tpu::pjrt

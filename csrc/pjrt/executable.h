@@ -1,0 +1,42 @@
+// RAII wrapper of PJRT_LoadedExecutable: execution with donation control, serialization.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pjrt/buffer.h"
+#include "pjrt/c_api.h"
+#include "pjrt/event.h"
+
+namespace tpu::pjrt {
+
+class LoadedExecutable {
+ public:
+  LoadedExecutable(const PJRT_Api* api, PJRT_LoadedExecutable* exe);
+  ~LoadedExecutable();
+  LoadedExecutable(const LoadedExecutable&) = delete;
+  LoadedExecutable& operator=(const LoadedExecutable&) = delete;
+
+  size_t num_outputs() const { return num_outputs_; }
+
+  struct Result {
+    std::vector<std::unique_ptr<Buffer>> outputs;
+    std::unique_ptr<Event> done;  // fires when the execution has finished on the device
+  };
+  // Enqueues one execution on `device` and returns at once. Arguments whose index is listed in
+  // `non_donatable` are never donated even if the program aliases them to an output.
+  Result execute(const std::vector<PJRT_Buffer*>& args, PJRT_Device* device,
+                 const std::vector<int64_t>& non_donatable) const;
+
+  // The compiled executable as bytes that Client::deserialize accepts.
+  std::string serialize() const;
+
+ private:
+  const PJRT_Api* api_;
+  PJRT_LoadedExecutable* exe_;
+  PJRT_Executable* executable_ = nullptr;
+  size_t num_outputs_ = 0;
+};
+
+}  // namespace tpu::pjrt

@@ -1,0 +1,45 @@
+#include "runtime/device_storage.h"
+
+namespace tpu::runtime {
+
+size_t DeviceStorage::nbytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return nbytes_;
+}
+
+void DeviceStorage::set_nbytes(size_t nbytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  nbytes_ = nbytes;
+}
+
+DeviceStorage::Contents DeviceStorage::contents() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Contents{buffer_, type_};
+}
+
+void DeviceStorage::set_contents(std::shared_ptr<pjrt::Buffer> buffer, hlo::TensorType type,
+                                 const char* writer) {
+  std::shared_ptr<pjrt::Buffer> old;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    old = std::move(buffer_);
+    buffer_ = std::move(buffer);
+    type_ = std::move(type);
+    writer_ = writer;
+  }
+  // `old` is released outside the lock.
+}
+
+void DeviceStorage::clear() {
+  std::shared_ptr<pjrt::Buffer> old;
+  std::lock_guard<std::mutex> lock(mu_);
+  old = std::move(buffer_);
+  buffer_.reset();
+}
+
+const char* DeviceStorage::last_writer() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return writer_;
+}
+
+}  // namespace tpu::runtime

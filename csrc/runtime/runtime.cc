@@ -1,0 +1,143 @@
+#include "runtime/runtime.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+
+namespace tpu::runtime {
+
+namespace {
+
+std::mutex& init_mutex() {
+  static std::mutex m;
+  return m;
+}
+Runtime* g_runtime = nullptr;
+std::string* g_init_error = nullptr;
+std::string& default_path() {
+  static std::string p;
+  return p;
+}
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : nullptr;
+}
+
+bool is_xla_cpu_plugin(const std::string& path) {
+  // The CPU plugin takes the cpu_device_count option; other plugins may reject unknown options.
+  const std::string base = path.substr(path.find_last_of('/') + 1);
+  return base.find("cpu") != std::string::npos;
+}
+
+int cpu_device_count() {
+  const char* v = env("TORCH_TPU_CPU_DEVICE_COUNT");
+  if (v == nullptr) return 1;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 1 || n > 1024) {
+    throw std::runtime_error(std::string("TORCH_TPU_CPU_DEVICE_COUNT='") + v +
+                             "' is not a device count. Fix: set it to an integer from 1 to 1024, "
+                             "or unset it (default 1).");
+  }
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+void Runtime::set_default_plugin_path(const std::string& path) {
+  std::lock_guard<std::mutex> lock(init_mutex());
+  default_path() = path;
+}
+
+std::string Runtime::default_plugin_path() {
+  std::lock_guard<std::mutex> lock(init_mutex());
+  return default_path();
+}
+
+std::string Runtime::configured_plugin_path() {
+  if (const char* p = env("TORCH_TPU_PJRT_PLUGIN")) return p;
+  return default_plugin_path();
+}
+
+Runtime& Runtime::get() {
+  if (g_runtime != nullptr) return *g_runtime;
+  std::lock_guard<std::mutex> lock(init_mutex());
+  if (g_runtime != nullptr) return *g_runtime;
+  if (g_init_error != nullptr) throw std::runtime_error(*g_init_error);
+  try {
+    std::string path;
+    if (const char* p = env("TORCH_TPU_PJRT_PLUGIN")) {
+      path = p;
+    } else {
+      path = default_path();
+      if (path.empty()) {
+        throw pjrt::PluginError(
+            "torch_tpu found no PJRT plugin: the default XLA CPU plugin (package "
+            "'xla-cpu-pjrt') is not installed and TORCH_TPU_PJRT_PLUGIN is not set. Fix: "
+            "'pip install xla-cpu-pjrt==0.0.1', or set TORCH_TPU_PJRT_PLUGIN=/path/to/plugin.so");
+      }
+    }
+    std::shared_ptr<pjrt::Plugin> plugin = pjrt::Plugin::load(path);
+    std::vector<pjrt::NamedOption> options;
+    if (is_xla_cpu_plugin(path)) {
+      options.push_back(pjrt::NamedOption::int64("cpu_device_count", cpu_device_count()));
+      options.push_back(pjrt::NamedOption::boolean("asynchronous", true));
+    }
+    std::unique_ptr<pjrt::Client> client;
+    try {
+      client = pjrt::Client::create(plugin, options);
+    } catch (const std::exception& e) {
+      throw pjrt::PluginError("torch_tpu loaded the PJRT plugin '" + path +
+                              "' but could not create its client: " + e.what() +
+                              ". Fix: check that the plugin's device is present and usable "
+                              "(drivers, permissions), or select another plugin with "
+                              "TORCH_TPU_PJRT_PLUGIN");
+    }
+    auto* rt = new Runtime();
+    rt->client_ = std::move(client);
+    for (size_t i = 0; i < rt->client_->devices().size(); ++i) {
+      rt->trackers_.push_back(std::make_unique<WorkTracker>());
+    }
+    rt->identity_ = rt->client_->platform_name() + " " + rt->client_->platform_version() +
+                    " (PJRT " + plugin->api_version_string() + ")";
+    g_runtime = rt;
+  } catch (const std::exception& e) {
+    g_init_error = new std::string(e.what());
+    throw;
+  }
+  return *g_runtime;
+}
+
+int Runtime::device_count_or_zero() noexcept {
+  try {
+    return get().device_count();
+  } catch (...) {
+    return 0;
+  }
+}
+
+bool Runtime::created() noexcept { return g_runtime != nullptr; }
+
+const pjrt::DeviceInfo& Runtime::device(int index) const {
+  check_device_index(index);
+  return client_->devices()[index];
+}
+
+WorkTracker& Runtime::tracker(int device) {
+  check_device_index(device);
+  return *trackers_[device];
+}
+
+void check_device_index(int index) {
+  const int n = Runtime::get().device_count();
+  if (index < 0 || index >= n) {
+    throw std::out_of_range("tpu device index " + std::to_string(index) +
+                            " is out of range: this process has " + std::to_string(n) +
+                            " tpu device(s), valid indices are 0.." + std::to_string(n - 1) +
+                            ". Fix: use a valid index (the XLA CPU plugin's device count is set "
+                            "by TORCH_TPU_CPU_DEVICE_COUNT before torch_tpu is first used)");
+  }
+}
+
+}  // namespace tpu::runtime

@@ -1,0 +1,52 @@
+// The process-wide PJRT runtime: which plugin is loaded, its client, its devices, and one
+// WorkTracker per device. Created on first use; a failure to load is remembered and re-raised
+// with the same message (path, reason, fix) on every later use.
+//
+// Configuration (read once, at creation):
+//   TORCH_TPU_PJRT_PLUGIN=/path/to/plugin.so  - the PJRT plugin to load; default: the XLA CPU
+//                                               plugin of the installed xla-cpu-pjrt package
+//   TORCH_TPU_CPU_DEVICE_COUNT=N              - devices of the XLA CPU plugin (default 1)
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pjrt/client.h"
+#include "pjrt/plugin.h"
+#include "runtime/work_tracker.h"
+
+namespace tpu::runtime {
+
+class Runtime {
+ public:
+  // The runtime, creating it on first call. Throws pjrt::PluginError or std::runtime_error.
+  static Runtime& get();
+  // Number of devices, or 0 when the runtime cannot be created (never throws).
+  static int device_count_or_zero() noexcept;
+  static bool created() noexcept;
+  // The plugin used when TORCH_TPU_PJRT_PLUGIN is not set (found by the Python package).
+  static void set_default_plugin_path(const std::string& path);
+  static std::string default_plugin_path();
+  // The path that will be (or was) loaded.
+  static std::string configured_plugin_path();
+
+  const pjrt::Client& client() const { return *client_; }
+  int device_count() const { return static_cast<int>(client_->devices().size()); }
+  // Throws std::out_of_range with a readable message for a bad index.
+  const pjrt::DeviceInfo& device(int index) const;
+  WorkTracker& tracker(int device);
+  // A short identity of the plugin for cache keys and messages: "<platform> <version> (PJRT x.y)".
+  const std::string& identity() const { return identity_; }
+
+ private:
+  Runtime() = default;
+  std::unique_ptr<pjrt::Client> client_;
+  std::vector<std::unique_ptr<WorkTracker>> trackers_;
+  std::string identity_;
+};
+
+// Validates a device index against the runtime, with a message naming the valid range.
+void check_device_index(int index);
+
+}  // namespace tpu::runtime

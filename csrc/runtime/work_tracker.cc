@@ -1,0 +1,80 @@
+#include "runtime/work_tracker.h"
+
+#include <stdexcept>
+
+namespace tpu::runtime {
+
+std::string device_error_message(const char* label, const std::string& message) {
+  return std::string("torch_tpu: device error in ") + (label && *label ? label : "an op") + ": " +
+         message;
+}
+
+void WorkTracker::note_error_locked(const Item& item, const pjrt::ErrorInfo& error) {
+  if (!first_error_) first_error_ = device_error_message(item.label, error.message);
+}
+
+void WorkTracker::prune_locked() {
+  while (!items_.empty() && items_.front().done->is_ready()) {
+    if (auto err = items_.front().done->error()) note_error_locked(items_.front(), *err);
+    items_.pop_front();
+  }
+}
+
+void WorkTracker::add(std::shared_ptr<pjrt::Event> done, const char* label) {
+  if (!done) return;
+  std::shared_ptr<pjrt::Event> oldest;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    prune_locked();
+    items_.push_back(Item{std::move(done), label});
+    if (items_.size() > kMaxPending) oldest = items_.front().done;
+  }
+  if (oldest) {
+    try {
+      oldest->await();
+    } catch (const std::exception&) {
+      // kept on the event; reported by the next synchronize
+    }
+  }
+}
+
+void WorkTracker::synchronize() {
+  std::deque<Item> items;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    items.swap(items_);
+  }
+  std::optional<std::string> error;
+  for (const Item& item : items) {
+    try {
+      item.done->await();
+    } catch (const std::exception& e) {
+      if (!error) {
+        auto info = item.done->error();
+        error = device_error_message(item.label, info ? info->message : e.what());
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (first_error_) {
+    error = std::move(first_error_);
+    first_error_.reset();
+  }
+  if (error) throw std::runtime_error(*error);
+}
+
+bool WorkTracker::idle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  prune_locked();
+  return items_.empty();
+}
+
+std::vector<std::shared_ptr<pjrt::Event>> WorkTracker::pending() {
+  std::lock_guard<std::mutex> lock(mu_);
+  prune_locked();
+  std::vector<std::shared_ptr<pjrt::Event>> out;
+  for (const Item& item : items_) out.push_back(item.done);
+  return out;
+}
+
+}  // namespace tpu::runtime

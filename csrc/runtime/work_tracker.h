@@ -1,0 +1,47 @@
+// Outstanding device work of one device: the completion events of enqueued executions and
+// transfers, each with the op it came from, so a synchronize can wait for everything and name
+// the op behind a device-side error.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pjrt/event.h"
+
+namespace tpu::runtime {
+
+class WorkTracker {
+ public:
+  // Records work; when more than `kMaxPending` items are outstanding the oldest is awaited
+  // first, which bounds how far the host runs ahead (as a CUDA launch queue does).
+  void add(std::shared_ptr<pjrt::Event> done, const char* label);
+  // Waits for all recorded work. Throws std::runtime_error naming the op of the first failure.
+  void synchronize();
+  // True when every recorded item has finished (errors are kept for the next synchronize).
+  bool idle();
+  // The events of the outstanding work (for torch Event.record).
+  std::vector<std::shared_ptr<pjrt::Event>> pending();
+
+  static constexpr size_t kMaxPending = 4096;
+
+ private:
+  struct Item {
+    std::shared_ptr<pjrt::Event> done;
+    const char* label;
+  };
+  void prune_locked();
+  void note_error_locked(const Item& item, const pjrt::ErrorInfo& error);
+
+  std::mutex mu_;
+  std::deque<Item> items_;
+  std::optional<std::string> first_error_;
+};
+
+// "device error in aten::foo: <message>"
+std::string device_error_message(const char* label, const std::string& message);
+
+}  // namespace tpu::runtime

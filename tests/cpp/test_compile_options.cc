@@ -1,0 +1,77 @@
+// The hand-written CompileOptionsProto encoder, checked against protoc.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "pjrt/compile_options.h"
+#include "pjrt/proto_writer.h"
+#include "test_support.h"
+
+namespace tpu {
+namespace {
+
+std::string decode(const std::string& bytes, const std::string& how) {
+  const std::string path = ::testing::TempDir() + "/compile_options.bin";
+  std::ofstream(path, std::ios::binary) << bytes;
+  int status = 0;
+  std::string out = testing::run_command(
+      "protoc " + how + " < " + path + " 2>&1", &status);
+  EXPECT_EQ(status, 0) << out;
+  return out;
+}
+
+std::string decode_typed(const std::string& bytes) {
+  return decode(bytes, std::string("--proto_path=") + TPU_TEST_PROTO_DIR +
+                           " --decode=xla.CompileOptionsProto compile_options_subset.proto");
+}
+
+TEST(ProtoWriter, VarintsMatchTheWireFormat) {
+  pjrt::ProtoWriter w;
+  w.int64_field(1, 150);
+  EXPECT_EQ(w.bytes(), std::string("\x08\x96\x01", 3));
+  pjrt::ProtoWriter neg;
+  neg.int64_field(2, -1);  // ten bytes of two's complement
+  EXPECT_EQ(neg.bytes().size(), 11u);
+  EXPECT_EQ(decode(neg.bytes(), "--decode_raw"), "2: 18446744073709551615\n");
+}
+
+TEST(CompileOptions, DefaultsDecodeWithProtoc) {
+  const std::string bytes = pjrt::serialize(pjrt::CompileOptions{});
+  EXPECT_EQ(decode_typed(bytes),
+            "executable_build_options {\n"
+            "  device_ordinal: -1\n"
+            "  num_replicas: 1\n"
+            "  num_partitions: 1\n"
+            "}\n"
+            "compile_portable_executable: true\n");
+}
+
+TEST(CompileOptions, FieldNumbersAreXlas) {
+  pjrt::CompileOptions o;
+  o.num_replicas = 4;
+  o.num_partitions = 2;
+  o.portable = false;
+  EXPECT_EQ(decode(pjrt::serialize(o), "--decode_raw"),
+            "3 {\n"
+            "  1: 18446744073709551615\n"
+            "  4: 4\n"
+            "  5: 2\n"
+            "}\n");
+}
+
+TEST(CompileOptions, EnvOptionOverridesAreMapEntries) {
+  pjrt::CompileOptions o;
+  o.env_option_overrides.emplace_back("xla_flag_a", std::string("text"));
+  o.env_option_overrides.emplace_back("xla_flag_b", true);
+  o.env_option_overrides.emplace_back("xla_flag_c", int64_t{7});
+  o.env_option_overrides.emplace_back("xla_flag_d", 0.5);
+  const std::string text = decode_typed(pjrt::serialize(o));
+  EXPECT_NE(text.find("key: \"xla_flag_a\"\n  value {\n    string_field: \"text\""), std::string::npos) << text;
+  EXPECT_NE(text.find("bool_field: true"), std::string::npos) << text;
+  EXPECT_NE(text.find("int_field: 7"), std::string::npos) << text;
+  EXPECT_NE(text.find("double_field: 0.5"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace tpu

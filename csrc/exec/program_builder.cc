@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "hlo/builder.h"
+#include "lowering/cast.h"
 #include "lowering/registry.h"
 #include "lowering/view_access.h"
 
@@ -170,7 +171,7 @@ BuiltProgram build_program(const OpCall& call, const CallLayout& L) {
       plan.args.push_back({ProgramPlan::Arg::Kind::kInputOffset, static_cast<int>(i)});
       v = read_view(b, slot, in.view, offset);
     }
-    values.push_back(b.convert(v, in.compute));
+    values.push_back(lowering::cast(b, v, in.compute));
   }
 
   lowering::Context ctx{b, call.attrs};
@@ -191,7 +192,7 @@ BuiltProgram build_program(const OpCall& call, const CallLayout& L) {
     }
     const View& view = target->view;
     if (b.dims(results[i]) != view.sizes) shape_mismatch(call, view.sizes, b.dims(results[i]));
-    Value v = b.convert(results[i], view.dtype);
+    Value v = lowering::cast(b, results[i], view.dtype);
     const int slot = L.output_slot[i];
     if (slot >= 0) {
       if (slot_written[slot]) {

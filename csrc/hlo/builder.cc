@@ -59,7 +59,7 @@ Value Builder::new_value(const TensorType& t) {
   return Value{static_cast<int>(types_.size()) - 1};
 }
 
-const TensorType& Builder::type(Value v) const {
+TensorType Builder::type(Value v) const {
   if (v.id < 0 || v.id >= static_cast<int>(types_.size())) fail("type", "invalid value handle");
   return types_[v.id];
 }

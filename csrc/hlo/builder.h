@@ -31,8 +31,9 @@ class Builder {
   Value parameter(const TensorType& type);
   // Declares that `param` may be donated to produce output number `output_index`.
   void alias_parameter_to_output(Value param, int output_index);
-  const TensorType& type(Value v) const;
-  const Dims& dims(Value v) const { return type(v).dims; }
+  // By value: references into the builder's table would dangle when it grows.
+  TensorType type(Value v) const;
+  Dims dims(Value v) const { return type(v).dims; }
   ElementType dtype(Value v) const { return type(v).dtype; }
 
   // ---- generic emission (for ops without a helper below)

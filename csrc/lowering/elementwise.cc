@@ -113,3 +113,26 @@ TPU_REGISTER_LOWERING("threshold_backward", lower_threshold_backward);
 
 }  // namespace
 }  // namespace tpu::lowering
+
+namespace tpu::lowering {
+namespace {
+
+// pow(x, e) with e broadcast. Integer exponents 0, 1, 2 and 0.5 use exact forms (as ATen does).
+// attrs: exponent_kind 0 = general, 1 = zero, 2 = one, 3 = square, 4 = sqrt, 5 = reciprocal.
+std::vector<hlo::Value> lower_pow(Context& ctx, const std::vector<hlo::Value>& in) {
+  auto& b = ctx.b;
+  auto v = broadcast_all(b, {in[0], in[1]});
+  switch (ctx.attrs.get_int("exponent_kind", 0)) {
+    case 1: return {full_like(b, v[0], 1)};
+    case 2: return {v[0]};
+    case 3: return {b.mul(v[0], v[0])};
+    case 4: return {b.unary("stablehlo.sqrt", v[0])};
+    case 5: return {b.div(full_like(b, v[0], 1), v[0])};
+    default: return {b.binary("stablehlo.power", v[0], v[1])};
+  }
+}
+
+TPU_REGISTER_LOWERING("pow", lower_pow);
+
+}  // namespace
+}  // namespace tpu::lowering

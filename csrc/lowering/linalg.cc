@@ -67,7 +67,50 @@ std::vector<Value> lower_addmm(Context& ctx, const std::vector<Value>& in) {
   return {b.add(bias, prod)};
 }
 
+// mv: matrix [n, m] times vector [m]; dot: vector . vector.
+std::vector<Value> lower_mv(Context& ctx, const std::vector<Value>& in) {
+  auto& b = ctx.b;
+  check_rank(b, in[0], 2, "mv", "self");
+  check_rank(b, in[1], 1, "mv", "vec");
+  if (b.dims(in[0])[1] != b.dims(in[1])[0]) {
+    throw std::invalid_argument("size mismatch, got input (" + std::to_string(b.dims(in[0])[0]) + "), mat (" +
+                                std::to_string(b.dims(in[0])[0]) + "x" + std::to_string(b.dims(in[0])[1]) +
+                                "), vec (" + std::to_string(b.dims(in[1])[0]) + ")");
+  }
+  return {matmul(b, in[0], in[1], {}, 1, 0)};
+}
+
+std::vector<Value> lower_dot(Context& ctx, const std::vector<Value>& in) {
+  auto& b = ctx.b;
+  check_rank(b, in[0], 1, "dot", "self");
+  check_rank(b, in[1], 1, "dot", "tensor");
+  if (b.dims(in[0])[0] != b.dims(in[1])[0]) {
+    throw std::invalid_argument("inconsistent tensor size, expected tensor [" + std::to_string(b.dims(in[0])[0]) +
+                                "] and src [" + std::to_string(b.dims(in[1])[0]) +
+                                "] to have the same number of elements, but got " +
+                                std::to_string(b.dims(in[0])[0]) + " and " + std::to_string(b.dims(in[1])[0]) +
+                                " elements respectively");
+  }
+  return {matmul(b, in[0], in[1], {}, 0, 0)};
+}
+
+// addmv(bias, mat, vec, beta, alpha): as addmm with a vector.
+std::vector<Value> lower_addmv(Context& ctx, const std::vector<Value>& in) {
+  auto& b = ctx.b;
+  Context inner{b, ctx.attrs};
+  Value prod = lower_mv(inner, {in[1], in[2]})[0];
+  if (!ctx.attrs.get_bool("alpha_is_one", true)) prod = b.mul(prod, b.broadcast_to(in[4], b.dims(prod)));
+  const int64_t beta_mode = ctx.attrs.get_int("beta_mode", 1);
+  if (beta_mode == 0) return {prod};
+  Value bias = b.broadcast_to(in[0], b.dims(prod));
+  if (beta_mode == 2) bias = b.mul(bias, b.broadcast_to(in[3], b.dims(prod)));
+  return {b.add(bias, prod)};
+}
+
 TPU_REGISTER_LOWERING("mm", lower_mm);
+TPU_REGISTER_LOWERING("mv", lower_mv);
+TPU_REGISTER_LOWERING("dot", lower_dot);
+TPU_REGISTER_LOWERING("addmv", lower_addmv);
 TPU_REGISTER_LOWERING("bmm", lower_bmm);
 TPU_REGISTER_LOWERING("addmm", lower_addmm);
 

@@ -17,29 +17,34 @@ Value rng_state(Builder& b, Value seed, Value offset) {
   return b.concatenate({b.reshape(seed, {1}), b.reshape(offset, {1})}, 0);
 }
 
-// Uniform values in [0, 1) of `shape`: float64 from 52 random mantissa bits, float32 otherwise.
-Value uniform01(Builder& b, Value seed, Value offset, const hlo::Dims& shape, bool f64) {
-  if (f64) {
-    Value bits = b.rng_bit_generator(rng_state(b, seed, offset), TensorType{ElementType::kU64, shape}).second;
-    Value mant = b.binary("stablehlo.shift_right_logical", bits, b.full(b.type(bits), 12));
-    Value exponent = b.broadcast_in_dim(b.constant_int(ElementType::kU64, 0x3FF0000000000000LL), shape, {});
-    Value in12 = b.bitcast_convert(b.binary("stablehlo.or", mant, exponent), TensorType{ElementType::kF64, shape});
-    return b.sub(in12, b.full(TensorType{ElementType::kF64, shape}, 1.0));
-  }
-  Value bits = b.rng_bit_generator(rng_state(b, seed, offset), TensorType{ElementType::kU32, shape}).second;
-  Value mant = b.binary("stablehlo.shift_right_logical", bits, b.full(b.type(bits), 9));
-  Value exponent = b.broadcast_in_dim(b.constant_int(ElementType::kU32, 0x3F800000), shape, {});
-  Value in12 = b.bitcast_convert(b.binary("stablehlo.or", mant, exponent), TensorType{ElementType::kF32, shape});
-  return b.sub(in12, b.full(TensorType{ElementType::kF32, shape}, 1.0));
+// Uniform values k / 2^digits in [0, 1) of `shape`, as ATen draws them: `digits` random bits,
+// the target type's precision (24 for float32, 53 for float64, 11 for float16, 8 for bfloat16),
+// so the value never rounds up to 1 in the target type. float64 for 53 digits, else float32.
+Value uniform01(Builder& b, Value seed, Value offset, const hlo::Dims& shape, int digits) {
+  const bool wide = digits > 24;
+  const ElementType bits_type = wide ? ElementType::kU64 : ElementType::kU32;
+  const ElementType real = wide ? ElementType::kF64 : ElementType::kF32;
+  Value bits = b.rng_bit_generator(rng_state(b, seed, offset), TensorType{bits_type, shape}).second;
+  const int width = wide ? 64 : 32;
+  Value top = b.binary("stablehlo.shift_right_logical", bits, b.full(b.type(bits), width - digits));
+  Value k = b.convert(top, real);
+  return b.mul(k, b.full(TensorType{real, shape}, std::ldexp(1.0, -digits)));
 }
 
-bool wants_f64(const Attrs& attrs) { return attrs.get_dtype("dtype") == ElementType::kF64; }
+int digits_of(ElementType t) {
+  switch (t) {
+    case ElementType::kF64: return 53;
+    case ElementType::kF16: return 11;
+    case ElementType::kBF16: return 8;
+    default: return 24;
+  }
+}
 
 // uniform: inputs [seed, offset, low, high] (low/high in the compute dtype); attrs shape, dtype.
 std::vector<Value> lower_uniform(Context& ctx, const std::vector<Value>& in) {
   auto& b = ctx.b;
   const auto& shape = ctx.attrs.get_ints("shape");
-  Value u = uniform01(b, in[0], in[1], shape, wants_f64(ctx.attrs));
+  Value u = uniform01(b, in[0], in[1], shape, digits_of(ctx.attrs.get_dtype("dtype")));
   Value lo = b.broadcast_in_dim(b.convert(in[2], b.dtype(u)), shape, {});
   Value hi = b.broadcast_in_dim(b.convert(in[3], b.dtype(u)), shape, {});
   Value r = b.add(lo, b.mul(u, b.sub(hi, lo)));
@@ -52,7 +57,7 @@ std::vector<Value> lower_normal(Context& ctx, const std::vector<Value>& in) {
   const auto& shape = ctx.attrs.get_ints("shape");
   hlo::Dims pair_shape{2};
   pair_shape.insert(pair_shape.end(), shape.begin(), shape.end());
-  Value u = uniform01(b, in[0], in[1], pair_shape, wants_f64(ctx.attrs));
+  Value u = uniform01(b, in[0], in[1], pair_shape, ctx.attrs.get_dtype("dtype") == ElementType::kF64 ? 53 : 24);
   const TensorType t{b.dtype(u), shape};
   hlo::Dims start(pair_shape.size(), 0), limit = pair_shape, strides(pair_shape.size(), 1);
   limit[0] = 1;

@@ -1,6 +1,7 @@
 // Reductions: sum and mean over a set of dims. The input arrives in the accumulation dtype
 // (float32 for half types, int64 for integers, as PyTorch accumulates); the result is
 // converted to attrs.out_dtype.
+#include "lowering/cast.h"
 #include "lowering/registry.h"
 #include "lowering/shape_helpers.h"
 
@@ -18,7 +19,7 @@ Value finish(Context& ctx, Value reduced, Value input) {
   if (ctx.attrs.get_bool("keepdim", false)) {
     reduced = keep_dims(b, reduced, b.dims(input), ctx.attrs.get_ints("dims"));
   }
-  return b.convert(reduced, ctx.attrs.get_dtype("out_dtype"));
+  return cast(b, reduced, ctx.attrs.get_dtype("out_dtype"));
 }
 
 // attrs: dims (normalised, sorted, unique), keepdim, out_dtype.

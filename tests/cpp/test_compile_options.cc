@@ -1,7 +1,10 @@
 // The hand-written CompileOptionsProto encoder, checked against protoc.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "pjrt/compile_options.h"
@@ -12,12 +15,17 @@ namespace tpu {
 namespace {
 
 std::string decode(const std::string& bytes, const std::string& how) {
-  const std::string path = ::testing::TempDir() + "/compile_options.bin";
+  // A file per call: CTest runs the tests of this binary in parallel processes.
+  std::string path = ::testing::TempDir() + "/compile_options_XXXXXX";
+  const int fd = ::mkstemp(path.data());
+  EXPECT_GE(fd, 0);
+  ::close(fd);
   std::ofstream(path, std::ios::binary) << bytes;
   int status = 0;
   std::string out = testing::run_command(
       "protoc " + how + " < " + path + " 2>&1", &status);
   EXPECT_EQ(status, 0) << out;
+  std::remove(path.c_str());
   return out;
 }
 

@@ -1,0 +1,157 @@
+// Copies between tpu tensors, and between tpu and CPU tensors in both directions, plus
+// .item(). Host data crosses with PJRT transfers; on the device a copy is one "copy" program
+// (dtype conversion + broadcast + write into the destination view), or nothing at all when the
+// destination takes over the source's immutable buffer whole.
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include "aten/op_runner.h"
+#include "aten/tensor_access.h"
+#include "device/host_allocator.h"
+#include "runtime/runtime.h"
+
+namespace tpu::aten {
+namespace {
+
+using runtime::DeviceStorage;
+
+std::vector<int64_t> dims_of(const at::Tensor& t) { return {t.sizes().begin(), t.sizes().end()}; }
+
+// A buffer with `t`'s elements, dense, in t's dtype and shape (maybe the storage's own).
+std::shared_ptr<pjrt::Buffer> dense_buffer(const at::Tensor& t) {
+  auto contents = storage(t).contents();
+  if (is_whole_buffer(t, contents)) return contents.buffer;
+  OpRunner r("copy", "aten::_copy_from");
+  r.input(t).attrs().set_ints("shape", dims_of(t));
+  at::Tensor dense = r.run1();
+  return storage(dense).contents().buffer;
+}
+
+// Writes a dense buffer (dtype/shape `type`, on dst's device) into `dst`, converting and
+// broadcasting as copy_ does.
+void write_buffer(std::shared_ptr<pjrt::Buffer> buffer, const hlo::TensorType& type, const at::Tensor& dst,
+                  const char* label) {
+  const bool same = type.dtype == element_type(dst.scalar_type()) && type.dims == dims_of(dst);
+  if (same && covers_storage(dst)) {
+    storage(dst).set_contents(std::move(buffer), type, label);
+    return;
+  }
+  DeviceStorage staging(tpu_index(dst), type.numel() * element_size(type.dtype));
+  staging.set_contents(std::move(buffer), type, label);
+  exec::OpCall call;
+  call.op = "copy";
+  call.label = label;
+  call.attrs.set_ints("shape", dims_of(dst));
+  hlo::Dims strides(type.dims.size(), 1);
+  for (int64_t i = static_cast<int64_t>(type.dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * type.dims[i + 1];
+  call.inputs.push_back(exec::Input::tensor(&staging, exec::View{type.dtype, type.dims, strides, 0},
+                                            element_type(dst.scalar_type())));
+  call.outputs.push_back(exec::Target{&storage(dst), view_of(dst)});
+  call.device = tpu_index(dst);
+  exec::Executor::get().run(call);
+}
+
+void host_to_device(const at::Tensor& src_cpu, const at::Tensor& dst, bool non_blocking) {
+  at::Tensor src = src_cpu.to(dst.scalar_type()).contiguous();
+  const hlo::TensorType type{element_type(src.scalar_type()), dims_of(src)};
+  const bool async = non_blocking && device::pinned_allocator().is_pinned(src.data_ptr());
+  auto& client = runtime::Runtime::get().client();
+  auto transfer = client.buffer_from_host(
+      src.data_ptr(), type.dtype, type.dims, tpu_index(dst),
+      async ? pjrt::HostBufferSemantics::kKeepUntilTransferred : pjrt::HostBufferSemantics::kCopyDuringCall);
+  if (transfer.done_with_host) {
+    if (async) {
+      // The host tensor must outlive the transfer.
+      std::shared_ptr<pjrt::Event> done(std::move(transfer.done_with_host));
+      done->on_ready([keep = src](const pjrt::ErrorInfo*) mutable { keep.reset(); });
+      runtime::Runtime::get().tracker(tpu_index(dst)).add(done, "non-blocking host-to-device copy");
+    } else {
+      transfer.done_with_host->await("host-to-device transfer");
+    }
+  }
+  write_buffer(std::shared_ptr<pjrt::Buffer>(std::move(transfer.buffer)), type, dst,
+               "host-to-device copy");
+}
+
+void device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  std::shared_ptr<pjrt::Buffer> buffer = dense_buffer(src);
+  const bool direct = dst.is_contiguous() && dst.scalar_type() == src.scalar_type() &&
+                      dst.sizes() == src.sizes();
+  at::Tensor host = direct ? dst : at::empty(src.sizes(), src.options().device(at::kCPU));
+  const size_t nbytes = static_cast<size_t>(src.numel()) * src.element_size();
+  const char* writer = storage(src).last_writer();
+  if (direct && non_blocking && device::pinned_allocator().is_pinned(dst.data_ptr())) {
+    std::shared_ptr<pjrt::Event> done(buffer->to_host_async(host.data_ptr(), nbytes));
+    done->on_ready([buffer](const pjrt::ErrorInfo*) mutable { buffer.reset(); });
+    runtime::Runtime::get().tracker(tpu_index(src)).add(done, "non-blocking device-to-host copy");
+    return;
+  }
+  try {
+    buffer->to_host(host.data_ptr(), nbytes);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, runtime::device_error_message(writer, e.what()));
+  }
+  if (!direct) dst.copy_(host);
+}
+
+void device_to_device(const at::Tensor& src, const at::Tensor& dst) {
+  if (tpu_index(src) == tpu_index(dst)) {
+    auto contents = storage(src).contents();
+    if (src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes() &&
+        is_whole_buffer(src, contents) && covers_storage(dst)) {
+      // Buffers are immutable, so the destination can share the source's.
+      storage(dst).set_contents(contents.buffer, contents.type, "aten::copy_");
+      return;
+    }
+    OpRunner r("copy", "aten::copy_");
+    r.input(src, dst.scalar_type()).attrs().set_ints("shape", dims_of(dst));
+    r.run_into(dst);
+    return;
+  }
+  std::shared_ptr<pjrt::Buffer> buffer = dense_buffer(src);
+  auto& rt = runtime::Runtime::get();
+  std::shared_ptr<pjrt::Buffer> moved(buffer->copy_to_device(rt.device(tpu_index(dst)).raw));
+  write_buffer(std::move(moved), hlo::TensorType{element_type(src.scalar_type()), dims_of(src)}, dst,
+               "device-to-device copy");
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(self.defined() && dst.defined(), "copy_: undefined tensor");
+  if (dst.numel() == 0) return dst;
+  const bool src_tpu = self.is_privateuseone();
+  const bool dst_tpu = dst.is_privateuseone();
+  if (src_tpu && dst_tpu) {
+    device_to_device(self, dst);
+  } else if (dst_tpu) {
+    TORCH_CHECK(self.is_cpu(), "copy_: cannot copy from ", self.device(), " to ", dst.device(),
+                " directly. Fix: copy through the CPU (.cpu()) first.");
+    host_to_device(self, dst, non_blocking);
+  } else {
+    TORCH_CHECK(dst.is_cpu(), "copy_: cannot copy from ", self.device(), " to ", dst.device(),
+                " directly. Fix: copy through the CPU (.cpu()) first.");
+    device_to_host(self, dst, non_blocking);
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  at::native::resize_output(dst, self.sizes());
+  return copy_from(self, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
+              " elements cannot be converted to Scalar");
+  at::Tensor host = at::empty({}, self.options().device(at::kCPU));
+  device_to_host(self.reshape({}), host, false);
+  return host.item();
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+}
+
+}  // namespace
+}  // namespace tpu::aten

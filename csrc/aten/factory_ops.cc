@@ -1,0 +1,117 @@
+// Tensor creation on tpu: empty, empty_strided, fill_, zero_, arange, eye. zeros, ones, full,
+// rand* and *_like are PyTorch composites over these.
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/RangeUtils.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "aten/op_runner.h"
+#include "aten/tensor_access.h"
+#include "device/allocator.h"
+#include "device/current_device.h"
+
+namespace tpu::aten {
+namespace {
+
+void check_options(std::optional<at::Layout> layout, std::optional<bool> pin_memory) {
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
+              "tpu tensors support only the strided layout, got ", c10::layout_or_default(layout));
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory),
+              "only CPU tensors can be pinned; pin_memory=True is not valid for tpu tensors");
+}
+
+c10::DeviceGuard guard_for(std::optional<at::Device> device) {
+  const c10::Device d = c10::device_or_default(device);
+  return c10::DeviceGuard(c10::Device(c10::DeviceType::PrivateUse1, device::resolve(d)));
+}
+
+at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout, std::optional<at::Device> device,
+                               std::optional<bool> pin_memory,
+                               std::optional<at::MemoryFormat> memory_format) {
+  check_options(layout, pin_memory);
+  const at::ScalarType t = c10::dtype_or_default(dtype);
+  element_type(t);  // rejects unsupported dtypes
+  auto guard = guard_for(device);
+  return at::detail::empty_generic(size, &device::allocator(),
+                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), t, memory_format);
+}
+
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                         std::optional<at::Layout> layout, std::optional<at::Device> device,
+                         std::optional<bool> pin_memory) {
+  check_options(layout, pin_memory);
+  const at::ScalarType t = c10::dtype_or_default(dtype);
+  element_type(t);
+  auto guard = guard_for(device);
+  return at::detail::empty_strided_generic(size, stride, &device::allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), t);
+}
+
+at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
+  OpRunner r("full", "aten::fill_");
+  r.scalar(value, self.scalar_type());
+  r.attrs().set_ints("shape", std::vector<int64_t>(self.sizes().begin(), self.sizes().end()));
+  r.run_into(self);
+  return self;
+}
+
+at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
+              value.dim(), " dimensions.");
+  if (!value.is_privateuseone()) return fill_scalar(self, value.item());
+  OpRunner r("copy", "aten::fill_");
+  r.input(value, self.scalar_type());
+  r.attrs().set_ints("shape", std::vector<int64_t>(self.sizes().begin(), self.sizes().end()));
+  r.run_into(self);
+  return self;
+}
+
+at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
+
+// The dtype arange computes in on the CPU (ATen's acc_type), so values match exactly.
+at::ScalarType arange_compute_dtype(at::ScalarType out) {
+  if (out == at::kFloat || out == at::kDouble) return at::kDouble;
+  if (out == at::kHalf || out == at::kBFloat16) return at::kFloat;
+  return at::kLong;
+}
+
+at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
+  const int64_t size = out.scalar_type() == at::kLong
+                           ? at::native::compute_arange_size<int64_t>(start, end, step)
+                           : at::native::compute_arange_size<double>(start, end, step);
+  at::native::resize_output(out, {size});
+  const at::ScalarType compute = arange_compute_dtype(out.scalar_type());
+  OpRunner r("arange", "aten::arange");
+  r.scalar(start, compute).scalar(step, compute);
+  r.attrs().set_int("size", size);
+  r.run_into(out);
+  return out;
+}
+
+at::Tensor& eye_out_nm(int64_t n, int64_t m, at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
+  TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
+  at::native::resize_output(out, {n, m});
+  OpRunner r("eye", "aten::eye");
+  r.attrs().set_int("n", n).set_int("m", m).set_dtype("dtype", element_type(out.scalar_type()));
+  r.run_into(out);
+  return out;
+}
+
+at::Tensor& eye_out_n(int64_t n, at::Tensor& out) { return eye_out_nm(n, n, out); }
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("fill_.Scalar", fill_scalar);
+  m.impl("fill_.Tensor", fill_tensor);
+  m.impl("zero_", zero_);
+  m.impl("arange.start_out", arange_out);
+  m.impl("eye.m_out", eye_out_nm);
+  m.impl("eye.out", eye_out_n);
+}
+
+}  // namespace
+}  // namespace tpu::aten

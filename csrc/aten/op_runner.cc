@@ -1,0 +1,91 @@
+#include "aten/op_runner.h"
+
+#include <ATen/MemoryOverlap.h>
+
+#include "aten/tensor_access.h"
+#include "exec/executor.h"
+
+namespace tpu::aten {
+
+OpRunner::OpRunner(const char* lowering, const char* label) {
+  call_.op = lowering;
+  call_.label = label;
+}
+
+void OpRunner::note_device(const at::Tensor& t) {
+  const int d = tpu_index(t);
+  if (device_ < 0) {
+    device_ = d;
+  } else {
+    TORCH_CHECK(d == device_, "Expected all tensors to be on the same device, but found at least "
+                "two devices, tpu:", device_, " and tpu:", d, "! (in ", call_.label, ")");
+  }
+}
+
+OpRunner& OpRunner::on_device(int device) {
+  device_ = device;
+  return *this;
+}
+
+OpRunner& OpRunner::input(const at::Tensor& t, at::ScalarType compute) {
+  if (!t.is_privateuseone()) {
+    TORCH_CHECK(t.dim() == 0 && t.is_cpu(),
+                "Expected all tensors to be on the same device, but found at least two devices, ",
+                t.device(), " and tpu! (in ", call_.label, "). Fix: move the tensor with .to('tpu')");
+    return scalar(t.item(), compute);
+  }
+  note_device(t);
+  call_.inputs.push_back(exec::Input::tensor(&storage(t), view_of(t), element_type(compute)));
+  keep_alive_.push_back(t);
+  return *this;
+}
+
+OpRunner& OpRunner::scalar(const at::Scalar& s, at::ScalarType dtype) {
+  const ElementType et = element_type(dtype);
+  exec::ScalarValue v;
+  if (is_floating(et)) {
+    v = exec::ScalarValue::floating(et, s.toDouble());
+  } else if (et == ElementType::kBool) {
+    v = exec::ScalarValue::integral(et, s.toBool() ? 1 : 0);
+  } else if (s.isFloatingPoint()) {
+    v = exec::ScalarValue::integral(et, static_cast<int64_t>(s.toDouble()));
+  } else {
+    v = exec::ScalarValue::integral(et, s.toLong());
+  }
+  call_.inputs.push_back(exec::Input::of_scalar(v));
+  return *this;
+}
+
+OpRunner& OpRunner::scalar_u64(uint64_t value, bool cacheable) {
+  exec::ScalarValue v = exec::ScalarValue::integral(ElementType::kU64, static_cast<int64_t>(value));
+  v.cacheable = cacheable;
+  call_.inputs.push_back(exec::Input::of_scalar(v));
+  return *this;
+}
+
+std::vector<at::Tensor> OpRunner::run(size_t num_outputs) {
+  TORCH_INTERNAL_ASSERT(device_ >= 0, call_.label, ": no device for the op");
+  call_.device = device_;
+  call_.outputs.assign(num_outputs, std::nullopt);
+  auto fresh = exec::Executor::get().run(call_);
+  std::vector<at::Tensor> out;
+  for (auto& f : fresh) out.push_back(wrap(std::move(f), device_, call_.label));
+  return out;
+}
+
+void OpRunner::run_into(const std::vector<at::Tensor>& targets) {
+  for (const at::Tensor& t : targets) {
+    TORCH_CHECK(t.is_privateuseone(), call_.label, ": output tensor is on ", t.device(),
+                ", expected a tpu tensor");
+    at::assert_no_internal_overlap(t);
+    note_device(t);
+  }
+  call_.device = device_;
+  call_.outputs.clear();
+  for (const at::Tensor& t : targets) {
+    call_.outputs.push_back(exec::Target{&storage(t), view_of(t)});
+  }
+  exec::Executor::get().run(call_);
+}
+
+}  // namespace tpu::aten

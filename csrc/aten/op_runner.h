@@ -1,0 +1,46 @@
+// Builds an exec::OpCall from tensors and runs it: the common path of every tpu kernel.
+//
+//   at::Tensor out = OpRunner("add", "aten::add.Tensor")
+//                        .input(self, compute).input(other, compute).run1();
+//
+// A CPU 0-dim tensor (a Python number PyTorch wrapped, or a scalar tensor) becomes a runtime
+// scalar argument. All tpu inputs must be on one device.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+#include "exec/op_call.h"
+#include "lowering/attrs.h"
+
+namespace tpu::aten {
+
+class OpRunner {
+ public:
+  OpRunner(const char* lowering, const char* label);
+
+  // A tensor input converted to `compute` before the lowering sees it.
+  OpRunner& input(const at::Tensor& t, at::ScalarType compute);
+  OpRunner& input(const at::Tensor& t) { return input(t, t.scalar_type()); }
+  OpRunner& scalar(const at::Scalar& s, at::ScalarType dtype);
+  OpRunner& scalar_u64(uint64_t v, bool cacheable);
+  lowering::Attrs& attrs() { return call_.attrs; }
+  // Sets the device when no tpu tensor input determines it.
+  OpRunner& on_device(int device);
+
+  // Runs with every output fresh; returns them as new tensors.
+  std::vector<at::Tensor> run(size_t num_outputs);
+  at::Tensor run1() { return run(1)[0]; }
+  // Runs with output i written into targets[i] (converted to its dtype; shapes must match).
+  void run_into(const std::vector<at::Tensor>& targets);
+  void run_into(const at::Tensor& target) { run_into(std::vector<at::Tensor>{target}); }
+
+ private:
+  void note_device(const at::Tensor& t);
+  exec::OpCall call_;
+  int device_ = -1;
+  std::vector<at::Tensor> keep_alive_;
+};
+
+}  // namespace tpu::aten

@@ -1,0 +1,143 @@
+#include "device/allocator.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <mutex>
+
+#include <c10/util/Exception.h>
+
+#include "device/current_device.h"
+#include "exec/executor.h"
+#include "runtime/runtime.h"
+
+namespace tpu::device {
+
+namespace {
+
+constexpr int kMaxDevices = 1024;
+
+struct DeviceCounters {
+  c10::CachingAllocator::Stat allocations;
+  c10::CachingAllocator::Stat bytes;
+};
+
+std::mutex g_stats_mutex;
+std::array<DeviceCounters, kMaxDevices> g_stats;
+
+void delete_storage(void* ctx) {
+  auto* s = static_cast<runtime::DeviceStorage*>(ctx);
+  {
+    std::lock_guard<std::mutex> lock(g_stats_mutex);
+    DeviceCounters& c = g_stats[s->device()];
+    c.allocations.decrease(1);
+    c.bytes.decrease(s->nbytes());
+  }
+  delete s;
+}
+
+void fill_stat_array(c10::CachingAllocator::StatArray& array, const c10::CachingAllocator::Stat& stat) {
+  array[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)] = stat;
+}
+
+}  // namespace
+
+c10::DataPtr TpuAllocator::allocate(size_t nbytes) {
+  const int device = current_device();
+  runtime::check_device_index(device);
+  auto* storage = new runtime::DeviceStorage(device, nbytes);
+  {
+    std::lock_guard<std::mutex> lock(g_stats_mutex);
+    g_stats[device].allocations.increase(1);
+    g_stats[device].bytes.increase(nbytes);
+  }
+  return c10::DataPtr(storage, storage, &delete_storage,
+                      c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+}
+
+c10::DeleterFnPtr TpuAllocator::raw_deleter() const { return &delete_storage; }
+
+void TpuAllocator::copy_data(void*, const void*, std::size_t) const {
+  TORCH_CHECK(false, "tpu storages hold device buffers, not host memory: they cannot be copied "
+                     "with memcpy. Use tensor.copy_() or .cpu() instead.");
+}
+
+void TpuAllocator::account_resize(int device, size_t old_nbytes, size_t new_nbytes) {
+  std::lock_guard<std::mutex> lock(g_stats_mutex);
+  g_stats[device].bytes.decrease(old_nbytes);
+  g_stats[device].bytes.increase(new_nbytes);
+}
+
+void TpuAllocator::emptyCache(c10::MempoolId_t) { exec::Executor::get().scalars().clear(); }
+
+c10::CachingDeviceAllocator::DeviceStats TpuAllocator::getDeviceStats(c10::DeviceIndex device) {
+  runtime::check_device_index(device);
+  std::lock_guard<std::mutex> lock(g_stats_mutex);
+  const DeviceCounters& c = g_stats[device];
+  c10::CachingDeviceAllocator::DeviceStats stats;
+  fill_stat_array(stats.allocation, c.allocations);
+  fill_stat_array(stats.active, c.allocations);
+  fill_stat_array(stats.segment, c.allocations);
+  fill_stat_array(stats.allocated_bytes, c.bytes);
+  fill_stat_array(stats.active_bytes, c.bytes);
+  fill_stat_array(stats.requested_bytes, c.bytes);
+  // Nothing is cached beyond live storages, so reserved equals allocated.
+  fill_stat_array(stats.reserved_bytes, c.bytes);
+  stats.num_device_alloc = c.allocations.allocated;
+  stats.num_device_free = c.allocations.freed;
+  return stats;
+}
+
+void TpuAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
+  runtime::check_device_index(device);
+  std::lock_guard<std::mutex> lock(g_stats_mutex);
+  g_stats[device].allocations.reset_accumulated();
+  g_stats[device].bytes.reset_accumulated();
+}
+
+void TpuAllocator::resetPeakStats(c10::DeviceIndex device) {
+  runtime::check_device_index(device);
+  std::lock_guard<std::mutex> lock(g_stats_mutex);
+  g_stats[device].allocations.reset_peak();
+  g_stats[device].bytes.reset_peak();
+}
+
+std::pair<size_t, size_t> TpuAllocator::getMemoryInfo(c10::DeviceIndex device) {
+  auto& rt = runtime::Runtime::get();
+  runtime::check_device_index(device);
+  if (auto stats = rt.client().memory_stats(device); stats && stats->bytes_limit) {
+    const size_t total = static_cast<size_t>(*stats->bytes_limit);
+    return {total - std::min<size_t>(total, stats->bytes_in_use), total};
+  }
+  // The CPU plugin reports no limits: its memory is the host's.
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return {static_cast<size_t>(::sysconf(_SC_AVPHYS_PAGES)) * page,
+          static_cast<size_t>(::sysconf(_SC_PHYS_PAGES)) * page};
+}
+
+TpuAllocator& allocator() {
+  static TpuAllocator instance;
+  return instance;
+}
+
+namespace {
+const bool g_registered = [] {
+  c10::SetAllocator(c10::DeviceType::PrivateUse1, &allocator());
+  return true;
+}();
+}  // namespace
+
+runtime::DeviceStorage& storage_of(const c10::Storage& storage) {
+  const c10::DataPtr& dp = storage.data_ptr();
+  TORCH_CHECK(dp.get_deleter() == &delete_storage,
+              "expected a storage allocated by torch_tpu on a tpu device, got one on ",
+              storage.device());
+  return *static_cast<runtime::DeviceStorage*>(dp.get_context());
+}
+
+runtime::DeviceStorage& storage_of(const at::TensorBase& tensor) {
+  TORCH_CHECK(tensor.has_storage(), "tpu tensor has no storage");
+  return storage_of(tensor.storage());
+}
+
+}  // namespace tpu::device

@@ -1,0 +1,37 @@
+#include "device/storage_resize.h"
+
+#include <c10/util/Exception.h>
+
+#include "device/allocator.h"
+#include "exec/executor.h"
+
+namespace tpu::device {
+
+void resize_storage_bytes(const c10::Storage& storage, size_t new_nbytes) {
+  TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
+  runtime::DeviceStorage& s = storage_of(storage);
+  const size_t old_nbytes = s.nbytes();
+  if (new_nbytes == old_nbytes) return;
+  auto contents = s.contents();
+  if (new_nbytes == 0 || contents.buffer == nullptr) {
+    s.clear();
+  } else {
+    // Keep the common prefix of the bytes: read the old buffer as bytes, pad or cut.
+    const int64_t keep = static_cast<int64_t>(std::min(old_nbytes, new_nbytes));
+    exec::OpCall call;
+    call.op = "resize_bytes";
+    call.label = "aten::resize_";
+    call.attrs.set_int("keep", keep).set_int("new_nbytes", static_cast<int64_t>(new_nbytes));
+    exec::View whole{ElementType::kU8, {static_cast<int64_t>(old_nbytes)}, {1}, 0};
+    call.inputs.push_back(exec::Input::tensor(&s, whole, ElementType::kU8));
+    call.outputs.push_back(std::nullopt);
+    call.device = s.device();
+    auto out = exec::Executor::get().run(call);
+    s.set_contents(std::move(out[0].buffer), out[0].type, call.label);
+  }
+  s.set_nbytes(new_nbytes);
+  allocator().account_resize(s.device(), old_nbytes, new_nbytes);
+  const_cast<c10::Storage&>(storage).unsafeGetStorageImpl()->set_nbytes(new_nbytes);
+}
+
+}  // namespace tpu::device

@@ -1,0 +1,133 @@
+// torch_tpu._C: the Python-facing functions of the runtime, device, memory, RNG, fallback and
+// cache layers. The torch.tpu module (torch_tpu/tpu/) is written on top of these.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/Generator.h>
+
+#include <c10/util/Exception.h>
+
+#include "aten/fallback.h"
+#include "device/allocator.h"
+#include "device/current_device.h"
+#include "device/generator.h"
+#include "exec/executor.h"
+#include "lowering/registry.h"
+#include "runtime/runtime.h"
+
+namespace py = pybind11;
+
+namespace tpu::python {
+namespace {
+
+py::dict device_info(int index) {
+  auto& rt = runtime::Runtime::get();
+  const auto& dev = rt.device(index);
+  py::dict d;
+  d["name"] = dev.kind;
+  d["debug_string"] = dev.debug_string;
+  d["platform"] = rt.client().platform_name();
+  d["platform_version"] = rt.client().platform_version();
+  d["plugin"] = rt.client().plugin().path();
+  d["pjrt_api_version"] = rt.client().plugin().api_version_string();
+  d["total_memory"] = device::allocator().getMemoryInfo(static_cast<c10::DeviceIndex>(index)).second;
+  return d;
+}
+
+py::dict stat_dict(const c10::CachingAllocator::Stat& s) {
+  py::dict d;
+  d["current"] = s.current;
+  d["peak"] = s.peak;
+  d["allocated"] = s.allocated;
+  d["freed"] = s.freed;
+  return d;
+}
+
+py::dict memory_stats(int index) {
+  auto stats = device::allocator().getDeviceStats(static_cast<c10::DeviceIndex>(index));
+  constexpr auto kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  py::dict d;
+  d["allocated_bytes"] = stat_dict(stats.allocated_bytes[kAll]);
+  d["reserved_bytes"] = stat_dict(stats.reserved_bytes[kAll]);
+  d["allocation"] = stat_dict(stats.allocation[kAll]);
+  return d;
+}
+
+py::dict cache_stats() {
+  auto& ex = exec::Executor::get();
+  const auto c = ex.executables().stats();
+  const auto e = ex.stats();
+  py::dict d;
+  d["hits"] = c.hits + e.signature_hits;
+  d["misses"] = c.misses;
+  d["compiles"] = c.compiles;
+  d["compile_seconds"] = c.compile_seconds;
+  d["entries"] = c.entries;
+  d["executions"] = e.executions;
+  return d;
+}
+
+std::optional<std::string> runtime_error() {
+  try {
+    runtime::Runtime::get();
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  }
+}
+
+}  // namespace
+}  // namespace tpu::python
+
+PYBIND11_MODULE(_C, m) {
+  using namespace tpu;
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const c10::IndexError& e) {
+      PyErr_SetString(PyExc_IndexError, e.what_without_backtrace());
+    } catch (const c10::TypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what_without_backtrace());
+    } catch (const c10::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+    }
+  });
+
+  m.def("_set_default_plugin_path", &runtime::Runtime::set_default_plugin_path);
+  m.def("_configured_plugin_path", &runtime::Runtime::configured_plugin_path);
+  m.def("_init", [] { runtime::Runtime::get(); });
+  m.def("_is_initialized", &runtime::Runtime::created);
+  m.def("_runtime_error", &python::runtime_error,
+        "None if the PJRT runtime is (or can be) up, else why not");
+  m.def("_device_count", &runtime::Runtime::device_count_or_zero);
+  m.def("_get_device", [] { return static_cast<int>(device::current_device()); });
+  m.def("_set_device", [](int i) { device::set_device(static_cast<c10::DeviceIndex>(i)); });
+  m.def("_exchange_device",
+        [](int i) { return static_cast<int>(device::exchange_device(static_cast<c10::DeviceIndex>(i))); });
+  m.def("_synchronize", [](int i) {
+    py::gil_scoped_release release;
+    runtime::Runtime::get().tracker(i < 0 ? device::current_device() : i).synchronize();
+  });
+  m.def("_device_info", &python::device_info);
+  m.def("_memory_stats", &python::memory_stats);
+  m.def("_reset_peak_memory_stats",
+        [](int i) { device::allocator().resetPeakStats(static_cast<c10::DeviceIndex>(i)); });
+  m.def("_reset_accumulated_memory_stats",
+        [](int i) { device::allocator().resetAccumulatedStats(static_cast<c10::DeviceIndex>(i)); });
+  m.def("_empty_cache", [] { device::allocator().emptyCache({0, 0}); });
+  m.def("_default_generator", [](int i) {
+    const at::Generator& g = device::default_generator(static_cast<c10::DeviceIndex>(i));
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(g));
+  });
+  m.def("_fallback_counts", &aten::fallback_counts);
+  m.def("_reset_fallback_counts", &aten::reset_fallback_counts);
+  m.def("_set_fallback_mode", [](const std::string& mode) {
+    TORCH_CHECK(mode == "warn" || mode == "error", "fallback mode must be 'warn' or 'error', got '", mode, "'");
+    aten::set_fallback_mode(mode == "error" ? aten::FallbackMode::kError : aten::FallbackMode::kWarn);
+  });
+  m.def("_get_fallback_mode",
+        [] { return aten::fallback_mode() == aten::FallbackMode::kError ? "error" : "warn"; });
+  m.def("_compilation_cache_stats", &python::cache_stats);
+  m.def("_set_launch_blocking", [](bool on) { exec::Executor::get().set_blocking(on); });
+  m.def("_launch_blocking", [] { return exec::Executor::get().blocking(); });
+  m.def("_lowerings", &lowering::registered_lowerings);
+}

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test suite: set up (if needed), C++ unit tests (CTest), then the Python tests.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$root/scripts/setup.sh"
+cd "$root"
+echo "== C++ unit tests"
+ctest --test-dir build/py --output-on-failure -j "$(nproc)"
+echo "== Python tests"
+exec .venv/bin/python -m pytest -q "$@"

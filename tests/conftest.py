@@ -1,0 +1,18 @@
+"""Test configuration: two CPU-plugin devices (so tpu:1 exists), set before torch_tpu starts."""
+
+import os
+
+os.environ.setdefault("TORCH_TPU_CPU_DEVICE_COUNT", "2")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import torch_tpu  # noqa: E402,F401
+
+
+@pytest.fixture
+def no_fallback():
+    """Fails the test if any op fell back to the CPU while it ran."""
+    torch_tpu.reset_fallback_counts()
+    yield
+    assert torch_tpu.fallback_counts() == {}, f"ops fell back to the CPU: {torch_tpu.fallback_counts()}"

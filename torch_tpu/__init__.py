@@ -1,0 +1,43 @@
+"""torch_tpu: a PyTorch device called ``tpu`` whose memory and computation live in a PJRT
+plugin - Google TPUs through libtpu, NVIDIA GPUs through the XLA CUDA plugin, and (the
+default) the CPU through the XLA CPU plugin.
+
+``import torch_tpu`` registers the device; then ``model.to("tpu")`` works like ``"cuda"``.
+"""
+
+import os as _os
+
+# XLA logs INFO lines on start-up; keep them out of user output unless asked for.
+_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+import torch  # noqa: E402
+
+from . import _plugin  # noqa: E402
+from . import _C  # noqa: E402
+
+_C._set_default_plugin_path(_plugin.default_plugin_path() or "")
+
+torch.utils.rename_privateuse1_backend("tpu")
+
+from . import tpu  # noqa: E402
+
+torch._register_device_module("tpu", tpu)
+torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+
+from . import _backends  # noqa: E402,F401  (torch.backends.tpu)
+from ._fallback import (  # noqa: E402
+    fallback_counts,
+    get_fallback_mode,
+    reset_fallback_counts,
+    set_fallback_mode,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "fallback_counts",
+    "get_fallback_mode",
+    "reset_fallback_counts",
+    "set_fallback_mode",
+    "tpu",
+]

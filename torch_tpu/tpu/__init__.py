@@ -1,0 +1,97 @@
+"""``torch.tpu``: the device module of the ``tpu`` device, shaped like ``torch.cuda``."""
+
+import torch
+
+from .. import _C
+from ._device import (
+    _get_device_index,
+    current_device,
+    device,
+    device_count,
+    get_device_name,
+    get_device_properties,
+    init,
+    is_available,
+    is_bf16_supported,
+    is_initialized,
+    set_device,
+    synchronize,
+)
+from .memory import (
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+)
+from .random import (
+    default_generators,
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
+from .streams import Event, Stream, current_stream, default_stream, stream
+
+
+def get_amp_supported_dtype():
+    """The dtypes torch.autocast("tpu") may cast to."""
+    return [torch.bfloat16, torch.float16]
+
+
+def compilation_cache_stats():
+    """Statistics of the executable cache: hits, misses, compiles, compile_seconds, entries,
+    executions."""
+    return dict(_C._compilation_cache_stats())
+
+
+def _is_in_bad_fork():
+    return False
+
+
+__all__ = [
+    "Event",
+    "Stream",
+    "compilation_cache_stats",
+    "current_device",
+    "current_stream",
+    "default_generators",
+    "default_stream",
+    "device",
+    "device_count",
+    "empty_cache",
+    "get_amp_supported_dtype",
+    "get_device_name",
+    "get_device_properties",
+    "get_rng_state",
+    "get_rng_state_all",
+    "init",
+    "initial_seed",
+    "is_available",
+    "is_bf16_supported",
+    "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats",
+    "seed",
+    "seed_all",
+    "set_device",
+    "set_rng_state",
+    "set_rng_state_all",
+    "stream",
+    "synchronize",
+]

@@ -1,0 +1,106 @@
+"""Device selection and properties of torch.tpu."""
+
+import torch
+
+from .. import _C
+
+
+def _get_device_index(device=None, optional=True):
+    """Index of `device` (int, "tpu:1", torch.device, or None for the current device)."""
+    if device is None:
+        if not optional:
+            raise ValueError("Expected a tpu device, got None")
+        return current_device()
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "tpu":
+            raise ValueError(f"Expected a tpu device, got {device}")
+        return current_device() if device.index is None else device.index
+    if isinstance(device, int):
+        return device
+    raise TypeError(f"Expected a tpu device (int, str or torch.device), got {type(device).__name__}")
+
+
+def init():
+    """Loads the PJRT plugin and creates its client now (otherwise done on first use).
+    Raises RuntimeError naming the plugin path, the reason and the fix when it cannot."""
+    _C._init()
+
+
+def is_initialized():
+    return _C._is_initialized()
+
+
+def is_available():
+    """True when the PJRT plugin loads and reports at least one device."""
+    return _C._device_count() > 0
+
+
+def device_count():
+    """Number of tpu devices (0 when the plugin cannot be loaded)."""
+    return _C._device_count()
+
+
+def current_device():
+    return _C._get_device()
+
+
+def set_device(device):
+    """Selects the current tpu device for this thread."""
+    idx = _get_device_index(device)
+    if idx >= 0:
+        _C._set_device(idx)
+
+
+class device:
+    """Context manager that changes the current tpu device (no-op for None or a negative index)."""
+
+    def __init__(self, device):
+        self.idx = _get_device_index(device, optional=True) if device is not None else -1
+        self.prev_idx = -1
+
+    def __enter__(self):
+        if self.idx >= 0:
+            self.prev_idx = _C._exchange_device(self.idx)
+
+    def __exit__(self, *exc):
+        if self.prev_idx >= 0:
+            _C._set_device(self.prev_idx)
+        return False
+
+
+def synchronize(device=None):
+    """Waits for all work on a tpu device. A device-side error of earlier work is raised here,
+    naming the op it came from."""
+    _C._synchronize(_get_device_index(device))
+
+
+class _DeviceProperties:
+    def __init__(self, info):
+        self.name = info["name"]
+        self.total_memory = info["total_memory"]
+        self.platform = info["platform"]
+        self.platform_version = info["platform_version"]
+        self.plugin = info["plugin"]
+        self.pjrt_api_version = info["pjrt_api_version"]
+        self.debug_string = info["debug_string"]
+
+    def __repr__(self):
+        return (
+            f"_TpuDeviceProperties(name='{self.name}', total_memory={self.total_memory // (1024 * 1024)}MB, "
+            f"platform='{self.platform}', pjrt_api_version='{self.pjrt_api_version}')"
+        )
+
+
+def get_device_properties(device=None):
+    return _DeviceProperties(_C._device_info(_get_device_index(device)))
+
+
+def get_device_name(device=None):
+    return get_device_properties(device).name
+
+
+def is_bf16_supported(including_emulation=True):
+    """bfloat16 is supported by every PJRT backend torch_tpu drives."""
+    return True

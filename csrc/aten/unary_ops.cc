@@ -1,4 +1,4 @@
-// neg, relu and relu's backward (threshold_backward).
+// neg and relu: hot ops with direct kernels (the generic pointwise kernel serves the rest).
 #include <torch/library.h>
 
 #include "aten/op_runner.h"
@@ -31,27 +31,12 @@ at::Tensor& k_relu_(at::Tensor& self) {
   return self;
 }
 
-at::Tensor k_threshold_backward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold) {
-  const at::ScalarType dtype = promote(grad, self);
-  return OpRunner("threshold_backward", "aten::threshold_backward")
-      .input(grad, dtype)
-      .input(self, dtype)
-      .scalar(threshold, dtype)
-      .run1();
-}
-at::Tensor& k_threshold_backward_out(const at::Tensor& grad, const at::Tensor& self,
-                                   const at::Scalar& threshold, at::Tensor& out) {
-  return write_out(k_threshold_backward(grad, self, threshold), out);
-}
-
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("neg", k_neg);
   m.impl("neg_", k_neg_);
   m.impl("neg.out", k_neg_out);
   m.impl("relu", k_relu);
   m.impl("relu_", k_relu_);
-  m.impl("threshold_backward", k_threshold_backward);
-  m.impl("threshold_backward.grad_input", k_threshold_backward_out);
 }
 
 }  // namespace

@@ -139,7 +139,7 @@ Value read_view(Builder& b, Value slot_param, const View& view, Value offset) {
 }  // namespace
 
 BuiltProgram build_program(const OpCall& call, const CallLayout& L) {
-  lowering::LowerFn lower = lowering::find_lowering(call.op);
+  const lowering::LowerFn* lower = lowering::find_lowering(call.op);
   if (lower == nullptr) {
     throw std::invalid_argument(std::string("torch_tpu has no lowering named '") + call.op +
                                 "' (needed by " + call.label + ")");
@@ -175,7 +175,7 @@ BuiltProgram build_program(const OpCall& call, const CallLayout& L) {
   }
 
   lowering::Context ctx{b, call.attrs};
-  std::vector<Value> results = lower(ctx, values);
+  std::vector<Value> results = (*lower)(ctx, values);
   if (results.size() != call.outputs.size()) {
     throw std::invalid_argument(std::string(call.label) + ": lowering '" + call.op + "' produced " +
                                 std::to_string(results.size()) + " outputs, the call expects " +

@@ -13,13 +13,13 @@ std::unordered_map<std::string, LowerFn>& table() {
 }  // namespace
 
 void register_lowering(const char* name, LowerFn fn) {
-  auto [it, inserted] = table().emplace(name, fn);
+  auto [it, inserted] = table().emplace(name, std::move(fn));
   if (!inserted) throw std::logic_error(std::string("lowering registered twice: ") + name);
 }
 
-LowerFn find_lowering(const std::string& name) {
+const LowerFn* find_lowering(const std::string& name) {
   auto it = table().find(name);
-  return it == table().end() ? nullptr : it->second;
+  return it == table().end() ? nullptr : &it->second;
 }
 
 std::vector<std::string> registered_lowerings() {

@@ -2,6 +2,7 @@
 // StableHLO. Strict Eager, Fused Eager and torch.compile all build their modules from it.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,11 +18,11 @@ struct Context {
 
 // Inputs arrive already converted to the op's compute dtype (see exec/op_call.h); shapes are
 // not broadcast - elementwise lowerings call broadcast helpers themselves.
-using LowerFn = std::vector<hlo::Value> (*)(Context& ctx, const std::vector<hlo::Value>& inputs);
+using LowerFn = std::function<std::vector<hlo::Value>(Context& ctx, const std::vector<hlo::Value>& inputs)>;
 
 void register_lowering(const char* name, LowerFn fn);
 // nullptr when no lowering is registered under `name`.
-LowerFn find_lowering(const std::string& name);
+const LowerFn* find_lowering(const std::string& name);
 std::vector<std::string> registered_lowerings();
 
 }  // namespace tpu::lowering

@@ -1,0 +1,34 @@
+// Table-driven registration of pointwise lowerings: every input (tensors and runtime scalars)
+// is broadcast to the common shape first, then the entry computes the result element-wise.
+#pragma once
+
+#include <vector>
+
+#include "lowering/registry.h"
+
+namespace tpu::lowering {
+
+using PointwiseFn = hlo::Value (*)(Context& ctx, const std::vector<hlo::Value>& args);
+
+struct PointwiseEntry {
+  const char* name;
+  PointwiseFn fn;
+};
+
+// Registers every entry under its name (call from a static initialiser).
+bool register_pointwise(const PointwiseEntry* entries, size_t count);
+
+// Element-wise helpers on values of one shape.
+hlo::Value scalar_like(hlo::Builder& b, hlo::Value like, double value);  // full_like
+hlo::Value is_nan(hlo::Builder& b, hlo::Value x);
+hlo::Value logical_and(hlo::Builder& b, hlo::Value x, hlo::Value y);
+hlo::Value logical_or(hlo::Builder& b, hlo::Value x, hlo::Value y);
+hlo::Value logical_not(hlo::Builder& b, hlo::Value x);
+// `present` bit i of attrs "present": whether optional argument i of the aten schema was given.
+bool has_arg(const Attrs& attrs, int index);
+
+}  // namespace tpu::lowering
+
+#define TPU_REGISTER_POINTWISE(table)                                                        \
+  static const bool TPU_LOWERING_CONCAT(tpu_pointwise_registered_, __COUNTER__) =            \
+      ::tpu::lowering::register_pointwise(table, sizeof(table) / sizeof(table[0]))

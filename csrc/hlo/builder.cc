@@ -456,6 +456,149 @@ Value Builder::reduce(Value v, Value init, const Dims& reduce_dims, ReduceKind k
               "dimensions = " + i64_array(reduce_dims), body);
 }
 
+std::vector<Value> Builder::reduce_multi(const std::vector<Value>& values, const std::vector<Value>& inits,
+                                         const Dims& reduce_dims, const RegionBody& body) {
+  if (values.empty() || values.size() != inits.size()) fail("reduce_multi", "values and inits differ in count");
+  const Dims in = dims(values[0]);
+  std::vector<bool> reduced(in.size(), false);
+  for (int64_t d : reduce_dims) {
+    if (d < 0 || d >= static_cast<int64_t>(in.size()) || reduced[d]) fail("reduce_multi", "bad dimensions");
+    reduced[d] = true;
+  }
+  Dims out;
+  for (size_t i = 0; i < in.size(); ++i) if (!reduced[i]) out.push_back(in[i]);
+  std::vector<TensorType> scalars, results;
+  for (Value v : values) {
+    if (dims(v) != in) fail("reduce_multi", "values differ in shape");
+    scalars.push_back(TensorType{dtype(v), {}});
+    results.push_back(TensorType{dtype(v), out});
+  }
+  std::vector<TensorType> arg_types = scalars;
+  arg_types.insert(arg_types.end(), scalars.begin(), scalars.end());
+  std::string body_text = region(arg_types, body);
+  std::vector<Value> operands = values;
+  operands.insert(operands.end(), inits.begin(), inits.end());
+  return emit_multi("stablehlo.reduce", operands, results, "dimensions = " + i64_array(reduce_dims), body_text);
+}
+
+namespace {
+std::string padding_attr(const std::vector<std::pair<int64_t, int64_t>>& padding) {
+  std::string s = "dense<[";
+  for (size_t i = 0; i < padding.size(); ++i) {
+    s += (i ? ", [" : "[") + std::to_string(padding[i].first) + ", " + std::to_string(padding[i].second) + "]";
+  }
+  return s + "]> : tensor<" + std::to_string(padding.size()) + "x2xi64>";
+}
+
+Dims window_output(const Dims& in, const Dims& window, const Dims& strides, const Dims& dilations,
+                   const std::vector<std::pair<int64_t, int64_t>>& padding) {
+  Dims out(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const int64_t padded = in[i] + padding[i].first + padding[i].second;
+    const int64_t span = (window[i] - 1) * dilations[i] + 1;
+    out[i] = padded < span ? 0 : (padded - span) / strides[i] + 1;
+  }
+  return out;
+}
+}  // namespace
+
+Value Builder::reduce_window(Value v, Value init, const Dims& window, const Dims& strides,
+                             const Dims& window_dilations,
+                             const std::vector<std::pair<int64_t, int64_t>>& padding, ReduceKind kind) {
+  const Dims in = dims(v);
+  if (window.size() != in.size() || strides.size() != in.size() || window_dilations.size() != in.size() ||
+      padding.size() != in.size()) {
+    fail("reduce_window", "window rank mismatch");
+  }
+  TensorType scalar{dtype(v), {}};
+  const char* op = reduce_op(kind);
+  std::string body = region({scalar, scalar}, [&](const std::vector<Value>& a) {
+    return std::vector<Value>{binary(op, a[0], a[1])};
+  });
+  const Dims out = window_output(in, window, strides, window_dilations, padding);
+  return emit("stablehlo.reduce_window", {v, init}, TensorType{dtype(v), out},
+              "window_dimensions = " + i64_array(window) + ", window_strides = " + i64_array(strides) +
+                  ", window_dilations = " + i64_array(window_dilations) + ", padding = " + padding_attr(padding),
+              body);
+}
+
+std::vector<Value> Builder::reduce_window_multi(const std::vector<Value>& values, const std::vector<Value>& inits,
+                                                const Dims& window, const Dims& strides,
+                                                const std::vector<std::pair<int64_t, int64_t>>& padding,
+                                                const RegionBody& body) {
+  const Dims in = dims(values[0]);
+  std::vector<TensorType> scalars, results;
+  const Dims ones(in.size(), 1);
+  const Dims out = window_output(in, window, strides, ones, padding);
+  for (Value v : values) {
+    scalars.push_back(TensorType{dtype(v), {}});
+    results.push_back(TensorType{dtype(v), out});
+  }
+  std::vector<TensorType> arg_types = scalars;
+  arg_types.insert(arg_types.end(), scalars.begin(), scalars.end());
+  std::string body_text = region(arg_types, body);
+  std::vector<Value> operands = values;
+  operands.insert(operands.end(), inits.begin(), inits.end());
+  return emit_multi("stablehlo.reduce_window", operands, results,
+                    "window_dimensions = " + i64_array(window) + ", window_strides = " + i64_array(strides) +
+                        ", padding = " + padding_attr(padding),
+                    body_text);
+}
+
+std::vector<Value> Builder::sort(const std::vector<Value>& values, int64_t dim, bool stable, const RegionBody& less) {
+  std::vector<TensorType> args, results;
+  for (Value v : values) {
+    args.push_back(TensorType{dtype(v), {}});
+    args.push_back(TensorType{dtype(v), {}});
+    results.push_back(type(v));
+  }
+  std::string body = region(args, less);
+  return emit_multi("stablehlo.sort", values, results,
+                    "dimension = " + std::to_string(dim) + " : i64, is_stable = " + (stable ? "true" : "false"),
+                    body);
+}
+
+Value Builder::convolution(Value input, Value kernel, const Dims& strides,
+                           const std::vector<std::pair<int64_t, int64_t>>& padding, const Dims& lhs_dilation,
+                           const Dims& rhs_dilation, int64_t feature_groups, int64_t batch_groups,
+                           ElementType result, bool highest_precision) {
+  const Dims in = dims(input);
+  const Dims k = dims(kernel);
+  const size_t spatial = in.size() - 2;
+  if (k.size() != in.size() || strides.size() != spatial || padding.size() != spatial ||
+      lhs_dilation.size() != spatial || rhs_dilation.size() != spatial) {
+    fail("convolution", "rank mismatch between input " + type(input).str() + " and kernel " + type(kernel).str());
+  }
+  Dims out{in[0] / batch_groups, k[0]};
+  std::string layout = "[b, f";
+  std::string kernel_layout = "[o, i";
+  std::string spatial_names;
+  for (size_t i = 0; i < spatial; ++i) {
+    const int64_t dilated_in = in[2 + i] == 0 ? 0 : (in[2 + i] - 1) * lhs_dilation[i] + 1;
+    const int64_t padded = dilated_in + padding[i].first + padding[i].second;
+    const int64_t span = (k[2 + i] - 1) * rhs_dilation[i] + 1;
+    out.push_back(padded < span ? 0 : (padded - span) / strides[i] + 1);
+    spatial_names += ", " + std::to_string(i);
+  }
+  layout += spatial_names + "]";
+  kernel_layout += spatial_names + "]";
+  std::string pad = "[";
+  for (size_t i = 0; i < spatial; ++i) {
+    pad += (i ? ", [" : "[") + std::to_string(padding[i].first) + ", " + std::to_string(padding[i].second) + "]";
+  }
+  pad += "]";
+  std::string attrs = "dimension_numbers = #stablehlo.conv<" + layout + "x" + kernel_layout + "->" + layout + ">";
+  attrs += ", window_strides = " + i64_array(strides);
+  attrs += ", padding = dense<" + (spatial ? pad : std::string("[]")) + "> : tensor<" + std::to_string(spatial) + "x2xi64>";
+  attrs += ", lhs_dilation = " + i64_array(lhs_dilation) + ", rhs_dilation = " + i64_array(rhs_dilation);
+  attrs += ", feature_group_count = " + std::to_string(feature_groups) + " : i64";
+  attrs += ", batch_group_count = " + std::to_string(batch_groups) + " : i64";
+  if (highest_precision) {
+    attrs += ", precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]";
+  }
+  return emit("stablehlo.convolution", {input, kernel}, TensorType{result, out}, attrs);
+}
+
 std::pair<Value, Value> Builder::rng_bit_generator(Value state, const TensorType& bits_type) {
   if (type(state) != TensorType{ElementType::kU64, {2}}) fail("rng_bit_generator", "state must be ui64[2]");
   auto outs = emit_multi("stablehlo.rng_bit_generator", {state}, {type(state), bits_type},

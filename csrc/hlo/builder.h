@@ -90,6 +90,27 @@ class Builder {
                     const Dims& lhs_contract, const Dims& rhs_contract, ElementType result,
                     bool highest_precision);
   Value reduce(Value v, Value init, const Dims& dims, ReduceKind kind);
+  // Variadic reduce: `values` (same shape) reduced together with `inits`; `body` receives the
+  // accumulators then the elements (rank-0) and returns the new accumulators.
+  using RegionBody = std::function<std::vector<Value>(const std::vector<Value>&)>;
+  std::vector<Value> reduce_multi(const std::vector<Value>& values, const std::vector<Value>& inits,
+                                  const Dims& dims, const RegionBody& body);
+  // Windowed reduction (pooling, cumulative sums). `padding` is (low, high) per dimension.
+  Value reduce_window(Value v, Value init, const Dims& window, const Dims& strides,
+                      const Dims& window_dilations, const std::vector<std::pair<int64_t, int64_t>>& padding,
+                      ReduceKind kind);
+  std::vector<Value> reduce_window_multi(const std::vector<Value>& values, const std::vector<Value>& inits,
+                                         const Dims& window, const Dims& strides,
+                                         const std::vector<std::pair<int64_t, int64_t>>& padding,
+                                         const RegionBody& body);
+  // Sorts `values` (same shape) along `dim`; `less` receives (a0, b0, a1, b1, ...) rank-0
+  // pairs and returns a bool: whether a sorts before b.
+  std::vector<Value> sort(const std::vector<Value>& values, int64_t dim, bool stable, const RegionBody& less);
+  // stablehlo.convolution with PyTorch's NCHW / OIHW layout for `spatial` spatial dims.
+  Value convolution(Value input, Value kernel, const Dims& strides,
+                    const std::vector<std::pair<int64_t, int64_t>>& padding, const Dims& lhs_dilation,
+                    const Dims& rhs_dilation, int64_t feature_groups, int64_t batch_groups,
+                    ElementType result, bool highest_precision);
 
   // ---- random bits: (new_state, bits) from a THREE_FRY state of type ui64[2]
   std::pair<Value, Value> rng_bit_generator(Value state, const TensorType& bits_type);

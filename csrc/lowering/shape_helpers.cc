@@ -36,6 +36,13 @@ hlo::Value keep_dims(hlo::Builder& b, hlo::Value reduced, const hlo::Dims& input
   return b.reshape(reduced, shape);
 }
 
+hlo::Value expand_reduced(hlo::Builder& b, hlo::Value reduced, const hlo::Dims& input_dims,
+                          const hlo::Dims& reduced_axes) {
+  hlo::Dims identity(input_dims.size());
+  for (size_t i = 0; i < identity.size(); ++i) identity[i] = static_cast<int64_t>(i);
+  return b.broadcast_in_dim(keep_dims(b, reduced, input_dims, reduced_axes), input_dims, identity);
+}
+
 hlo::Value full_like(hlo::Builder& b, hlo::Value like, double value) {
   return b.full(b.type(like), value);
 }

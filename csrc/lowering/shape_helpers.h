@@ -14,6 +14,9 @@ std::vector<hlo::Value> broadcast_all(hlo::Builder& b, const std::vector<hlo::Va
 // Puts back reduced dims as size 1 ("keepdim").
 hlo::Value keep_dims(hlo::Builder& b, hlo::Value reduced, const hlo::Dims& input_dims,
                      const hlo::Dims& reduced_axes);
+// A reduced value broadcast back to the input's shape (keepdim + expand).
+hlo::Value expand_reduced(hlo::Builder& b, hlo::Value reduced, const hlo::Dims& input_dims,
+                          const hlo::Dims& reduced_axes);
 // A rank-0 constant of `like`'s element type broadcast to `like`'s shape.
 hlo::Value full_like(hlo::Builder& b, hlo::Value like, double value);
 

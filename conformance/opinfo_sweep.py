@@ -49,8 +49,16 @@ def entry_name(op):
 
 
 def worker_main(ops, dtypes, backward, progress_path):
+    snapshot = os.environ.get("TORCH_TPU_SWEEP_SNAPSHOT")
+    if snapshot:
+        # The editable install's import hook would find the live build; use the snapshot.
+        sys.meta_path = [f for f in sys.meta_path if "_editable_" not in type(f).__module__]
+        sys.path.insert(0, snapshot)
     import torch
     import torch_tpu
+
+    if snapshot:
+        assert torch_tpu.__file__.startswith(snapshot), torch_tpu.__file__
     from torch.testing._internal.common_methods_invocations import op_db
     from torch.utils._pytree import tree_flatten, tree_map
 
@@ -194,8 +202,25 @@ def all_entry_names():
     return [entry_name(o) for o in op_db]
 
 
+def snapshot_package():
+    """Copies the built torch_tpu package (Python files and _C) to build/sweep_snapshot, so the
+    sweep's workers are not affected by rebuilds while it runs. Returns the PYTHONPATH entry."""
+    import importlib.util
+    import shutil
+
+    dest = os.path.join(ROOT, "build", "sweep_snapshot")
+    if os.path.exists(dest):
+        shutil.rmtree(dest)
+    shutil.copytree(os.path.join(ROOT, "torch_tpu"), os.path.join(dest, "torch_tpu"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    ext = importlib.util.find_spec("torch_tpu._C").origin
+    shutil.copy2(ext, os.path.join(dest, "torch_tpu", os.path.basename(ext)))
+    return dest
+
+
 def run_sweep(names, dtypes, backward, per_worker_timeout):
     results = {}
+    env = dict(os.environ, TORCH_TPU_SWEEP_SNAPSHOT=snapshot_package())
     remaining = list(names)
     progress_path = os.path.join(ROOT, "build", "opinfo_progress.jsonl")
     os.makedirs(os.path.dirname(progress_path), exist_ok=True)
@@ -207,7 +232,7 @@ def run_sweep(names, dtypes, backward, per_worker_timeout):
         if not backward:
             cmd.append("--no-backward")
         try:
-            proc = subprocess.run(cmd, cwd=ROOT, timeout=per_worker_timeout, capture_output=True, text=True)
+            proc = subprocess.run(cmd, cwd=ROOT, timeout=per_worker_timeout, capture_output=True, text=True, env=env)
             died = proc.returncode != 0
             why = f"worker exited with {proc.returncode}: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''}"
         except subprocess.TimeoutExpired:

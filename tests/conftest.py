@@ -1,8 +1,11 @@
 """Test configuration: two CPU-plugin devices (so tpu:1 exists), set before torch_tpu starts."""
 
 import os
+import sys
 
 os.environ.setdefault("TORCH_TPU_CPU_DEVICE_COUNT", "2")
+# The reference models live in the repository's `models` package.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

@@ -73,6 +73,26 @@ std::vector<at::Tensor> OpRunner::run(size_t num_outputs) {
   return out;
 }
 
+std::vector<at::Tensor> OpRunner::run_mixed(const std::vector<std::optional<at::Tensor>>& targets) {
+  call_.outputs.clear();
+  for (const auto& t : targets) {
+    if (t.has_value()) {
+      TORCH_CHECK(t->is_privateuseone(), call_.label, ": output tensor is on ", t->device(), ", expected a tpu tensor");
+      at::assert_no_internal_overlap(*t);
+      note_device(*t);
+      call_.outputs.push_back(exec::Target{&storage(*t), view_of(*t)});
+    } else {
+      call_.outputs.push_back(std::nullopt);
+    }
+  }
+  TORCH_INTERNAL_ASSERT(device_ >= 0, call_.label, ": no device for the op");
+  call_.device = device_;
+  auto fresh = exec::Executor::get().run(call_);
+  std::vector<at::Tensor> out;
+  for (auto& f : fresh) out.push_back(wrap(std::move(f), device_, call_.label));
+  return out;
+}
+
 void OpRunner::run_into(const std::vector<at::Tensor>& targets) {
   for (const at::Tensor& t : targets) {
     TORCH_CHECK(t.is_privateuseone(), call_.label, ": output tensor is on ", t.device(),

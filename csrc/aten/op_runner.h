@@ -35,6 +35,8 @@ class OpRunner {
   // Runs with output i written into targets[i] (converted to its dtype; shapes must match).
   void run_into(const std::vector<at::Tensor>& targets);
   void run_into(const at::Tensor& target) { run_into(std::vector<at::Tensor>{target}); }
+  // Output i goes into targets[i] when given, else it is returned (fresh, in order).
+  std::vector<at::Tensor> run_mixed(const std::vector<std::optional<at::Tensor>>& targets);
 
  private:
   void note_device(const at::Tensor& t);

@@ -90,7 +90,120 @@ at::Tensor& random_default(at::Tensor& self, std::optional<at::Generator> gen) {
   return random_range(self, 0, default_span(self.scalar_type()), gen);
 }
 
+at::Tensor& k_bernoulli_float(at::Tensor& self, double p, std::optional<at::Generator> gen) {
+  TORCH_CHECK(0 <= p && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
+  OpRunner r("bernoulli", "aten::bernoulli_");
+  with_generator(r, self, gen).on_device(tpu_index(self));
+  r.scalar(p, at::kFloat).run_into(self);
+  return self;
+}
+
+at::Tensor& k_bernoulli_tensor(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> gen) {
+  OpRunner r("bernoulli", "aten::bernoulli_");
+  with_generator(r, self, gen).on_device(tpu_index(self));
+  r.input(p.device() == self.device() ? p : p.to(self.device()), at::kFloat).run_into(self);
+  return self;
+}
+
+at::Tensor k_bernoulli(const at::Tensor& self, std::optional<at::Generator> gen) {
+  at::Tensor out = at::empty_like(self);
+  return k_bernoulli_tensor(out, self, gen);
+}
+at::Tensor& k_bernoulli_out(const at::Tensor& self, std::optional<at::Generator> gen, at::Tensor& out) {
+  out.resize_(self.sizes());
+  return k_bernoulli_tensor(out, self, gen);
+}
+
+std::tuple<at::Tensor, at::Tensor> k_native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
+  if (!train.value_or(true) || p == 0) {
+    return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
+  }
+  if (p == 1) return {at::zeros_like(input), at::zeros_like(input, input.options().dtype(at::kBool))};
+  OpRunner r("dropout", "aten::native_dropout");
+  auto* g = device::generator_for(std::nullopt, static_cast<c10::DeviceIndex>(tpu_index(input)));
+  auto [seed, offset] = g->reserve(2 * static_cast<uint64_t>(std::max<int64_t>(input.numel(), 1)));
+  r.scalar_u64(seed, true).scalar_u64(offset, false).input(input).scalar(p, at::kFloat);
+  auto out = r.run(2);
+  return {out[0], out[1]};
+}
+
+at::Tensor k_native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
+  return grad * mask.to(grad.scalar_type()) * scale;
+}
+
+at::Tensor& transform(at::Tensor& self, const char* kind, double a, double b, std::optional<at::Generator> gen,
+                      const char* label) {
+  OpRunner r("random_transform", label);
+  with_generator(r, self, gen).on_device(tpu_index(self));
+  r.scalar(a, param_dtype(self)).scalar(b, param_dtype(self));
+  r.attrs().set_string("kind", kind);
+  r.run_into(self);
+  return self;
+}
+at::Tensor& k_exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
+  TORCH_CHECK(lambd > 0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
+  return transform(self, "exponential", lambd, 0, gen, "aten::exponential_");
+}
+at::Tensor& k_geometric_(at::Tensor& self, double p, std::optional<at::Generator> gen) {
+  TORCH_CHECK(0 < p && p < 1, "geometric_ expects p to be in (0, 1), but got p=", p);
+  return transform(self, "geometric", p, 0, gen, "aten::geometric_");
+}
+at::Tensor& k_log_normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+  TORCH_CHECK(std > 0.0, "log_normal_ expects std > 0.0, but found std=", std);
+  return transform(self, "log_normal", mean, std, gen, "aten::log_normal_");
+}
+at::Tensor& k_cauchy_(at::Tensor& self, double median, double sigma, std::optional<at::Generator> gen) {
+  TORCH_CHECK(sigma > 0.0, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
+  return transform(self, "cauchy", median, sigma, gen, "aten::cauchy_");
+}
+
+at::Tensor& k_randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  out.resize_({n});
+  if (n == 0) return out;
+  OpRunner r("randperm", "aten::randperm");
+  auto* g = device::generator_for(gen, static_cast<c10::DeviceIndex>(tpu_index(out)));
+  auto [seed, offset] = g->reserve(2 * static_cast<uint64_t>(n));
+  r.scalar_u64(seed, true).scalar_u64(offset, false);
+  r.attrs().set_int("n", n).set_dtype("dtype", element_type(out.scalar_type()));
+  r.run_into(out);
+  return out;
+}
+
+at::Tensor k_multinomial(const at::Tensor& self, int64_t num_samples, bool replacement,
+                         std::optional<at::Generator> gen) {
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "prob_dist must be 1 or 2 dim");
+  TORCH_CHECK(num_samples > 0, "cannot sample n_sample <= 0 samples");
+  TORCH_CHECK(replacement || num_samples <= self.size(-1),
+              "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  OpRunner r("multinomial", "aten::multinomial");
+  auto* g = device::generator_for(gen, static_cast<c10::DeviceIndex>(tpu_index(self)));
+  auto [seed, offset] = g->reserve(2 * static_cast<uint64_t>(std::max<int64_t>(self.numel() * num_samples, 1)));
+  r.scalar_u64(seed, true).scalar_u64(offset, false).input(self, at::kFloat);
+  r.attrs().set_int("num_samples", num_samples).set_bool("replacement", replacement);
+  return r.run1();
+}
+at::Tensor& k_multinomial_out(const at::Tensor& self, int64_t num_samples, bool replacement,
+                              std::optional<at::Generator> gen, at::Tensor& out) {
+  at::Tensor r = k_multinomial(self, num_samples, replacement, gen);
+  out.resize_(r.sizes());
+  return out.copy_(r);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("bernoulli_.float", k_bernoulli_float);
+  m.impl("bernoulli_.Tensor", k_bernoulli_tensor);
+  m.impl("bernoulli", k_bernoulli);
+  m.impl("bernoulli.out", k_bernoulli_out);
+  m.impl("native_dropout", k_native_dropout);
+  m.impl("native_dropout_backward", k_native_dropout_backward);
+  m.impl("exponential_", k_exponential_);
+  m.impl("geometric_", k_geometric_);
+  m.impl("log_normal_", k_log_normal_);
+  m.impl("cauchy_", k_cauchy_);
+  m.impl("randperm.generator_out", k_randperm_out);
+  m.impl("multinomial", k_multinomial);
+  m.impl("multinomial.out", k_multinomial_out);
   m.impl("uniform_", uniform_);
   m.impl("normal_", normal_);
   m.impl("random_.from", random_from);

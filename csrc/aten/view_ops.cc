@@ -63,7 +63,17 @@ at::Tensor as_strided(const at::Tensor& self, at::IntArrayRef size, at::IntArray
   return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
 }
 
+// Lets `param.data = tpu_tensor` (and so Module.to("tpu")) swap a CPU tensor's contents for a
+// tpu tensor's in place, as for CUDA: tied parameters stay one Parameter.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == at::kStrided && (t.is_cpu() || t.is_privateuseone());
+  };
+  return self.key_set() == from.key_set() || (dense(self) && dense(from));
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("as_strided", as_strided);
   m.impl("view", at::native::view);
   m.impl("_reshape_alias", at::native::_reshape_alias);

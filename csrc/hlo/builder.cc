@@ -143,6 +143,20 @@ std::string Builder::region(const std::vector<TensorType>& arg_types,
 
 // ---- constants
 
+namespace {
+// "[[a, b], [c, d]]": dense literals must nest like the shape.
+std::string nested(const std::vector<std::string>& items, const Dims& dims, size_t dim, size_t& pos) {
+  if (dim == dims.size()) return items[pos++];
+  std::string s = "[";
+  for (int64_t i = 0; i < dims[dim]; ++i) s += (i ? ", " : "") + nested(items, dims, dim + 1, pos);
+  return s + "]";
+}
+std::string dense_body(const std::vector<std::string>& items, const Dims& dims) {
+  size_t pos = 0;
+  return nested(items, dims, 0, pos);
+}
+}  // namespace
+
 Value Builder::constant(ElementType t, double value) {
   TensorType tt{t, {}};
   return emit("stablehlo.constant", {}, tt,
@@ -158,11 +172,9 @@ Value Builder::constant_int(ElementType t, int64_t value) {
 Value Builder::constant_ints(ElementType t, const Dims& dims, const std::vector<int64_t>& values) {
   TensorType tt{t, dims};
   if (static_cast<int64_t>(values.size()) != tt.numel()) fail("constant_ints", "value count mismatch");
-  std::string body;
-  for (size_t i = 0; i < values.size(); ++i) body += (i ? ", " : "") + int_literal(t, values[i]);
-  // A flat list is accepted for any static shape.
-  return emit("stablehlo.constant", {}, tt,
-              "value = dense<" + (dims.empty() ? body : "[" + body + "]") + "> : " + tt.mlir());
+  std::vector<std::string> items;
+  for (int64_t v : values) items.push_back(int_literal(t, v));
+  return emit("stablehlo.constant", {}, tt, "value = dense<" + dense_body(items, dims) + "> : " + tt.mlir());
 }
 
 Value Builder::full(const TensorType& t, double value) {
@@ -386,6 +398,54 @@ Value Builder::scatter_flat(Value flat, Value indices, Value updates) {
               body);
 }
 
+Value Builder::gather(Value operand, Value indices, const GatherDims& g, const Dims& result_dims) {
+  std::string attrs = "dimension_numbers = #stablehlo.gather<";
+  std::string parts;
+  auto add = [&](const char* key, const Dims& v) {
+    if (v.empty()) return;
+    parts += (parts.empty() ? "" : ", ") + std::string(key) + " = " + i64_list(v);
+  };
+  add("offset_dims", g.offset_dims);
+  add("collapsed_slice_dims", g.collapsed_slice_dims);
+  add("start_index_map", g.start_index_map);
+  parts += (parts.empty() ? "" : ", ") + std::string("index_vector_dim = ") + std::to_string(g.index_vector_dim);
+  attrs += parts + ">, slice_sizes = " + i64_array(g.slice_sizes) + ", indices_are_sorted = false";
+  return emit("stablehlo.gather", {operand, indices}, TensorType{dtype(operand), result_dims}, attrs);
+}
+
+Value Builder::scatter(Value operand, Value indices, Value updates, const ScatterDims& sd, const char* combine) {
+  if (dtype(updates) != dtype(operand)) fail("scatter", "updates must have the operand's element type");
+  TensorType scalar{dtype(operand), {}};
+  std::string body = region({scalar, scalar}, [&](const std::vector<Value>& a) {
+    return std::vector<Value>{combine == nullptr ? a[1] : binary(combine, a[0], a[1])};
+  });
+  std::string attrs = "scatter_dimension_numbers = #stablehlo.scatter<";
+  std::string parts;
+  auto add = [&](const char* key, const Dims& v) {
+    if (v.empty()) return;
+    parts += (parts.empty() ? "" : ", ") + std::string(key) + " = " + i64_list(v);
+  };
+  add("update_window_dims", sd.update_window_dims);
+  add("inserted_window_dims", sd.inserted_window_dims);
+  add("scatter_dims_to_operand_dims", sd.scatter_dims_to_operand_dims);
+  parts += (parts.empty() ? "" : ", ") + std::string("index_vector_dim = ") + std::to_string(sd.index_vector_dim);
+  attrs += parts + ">, indices_are_sorted = false, unique_indices = false";
+  return emit("stablehlo.scatter", {operand, indices, updates}, type(operand), attrs, body);
+}
+
+Value Builder::reverse(Value v, const Dims& dims_to_reverse) {
+  if (dims_to_reverse.empty()) return v;
+  return emit("stablehlo.reverse", {v}, type(v), "dimensions = " + i64_array(dims_to_reverse));
+}
+
+Value Builder::constant_floats(ElementType t, const Dims& dims, const std::vector<double>& values) {
+  TensorType tt{t, dims};
+  if (static_cast<int64_t>(values.size()) != tt.numel()) fail("constant_floats", "value count mismatch");
+  std::vector<std::string> items;
+  for (double v : values) items.push_back(float_literal(t, v));
+  return emit("stablehlo.constant", {}, tt, "value = dense<" + dense_body(items, dims) + "> : " + tt.mlir());
+}
+
 // ---- contractions and reductions
 
 Value Builder::dot_general(Value lhs, Value rhs, const Dims& lhs_batch, const Dims& rhs_batch,
@@ -523,13 +583,12 @@ Value Builder::reduce_window(Value v, Value init, const Dims& window, const Dims
 }
 
 std::vector<Value> Builder::reduce_window_multi(const std::vector<Value>& values, const std::vector<Value>& inits,
-                                                const Dims& window, const Dims& strides,
+                                                const Dims& window, const Dims& strides, const Dims& window_dilations,
                                                 const std::vector<std::pair<int64_t, int64_t>>& padding,
                                                 const RegionBody& body) {
   const Dims in = dims(values[0]);
   std::vector<TensorType> scalars, results;
-  const Dims ones(in.size(), 1);
-  const Dims out = window_output(in, window, strides, ones, padding);
+  const Dims out = window_output(in, window, strides, window_dilations, padding);
   for (Value v : values) {
     scalars.push_back(TensorType{dtype(v), {}});
     results.push_back(TensorType{dtype(v), out});
@@ -541,7 +600,7 @@ std::vector<Value> Builder::reduce_window_multi(const std::vector<Value>& values
   operands.insert(operands.end(), inits.begin(), inits.end());
   return emit_multi("stablehlo.reduce_window", operands, results,
                     "window_dimensions = " + i64_array(window) + ", window_strides = " + i64_array(strides) +
-                        ", padding = " + padding_attr(padding),
+                        ", window_dilations = " + i64_array(window_dilations) + ", padding = " + padding_attr(padding),
                     body_text);
 }
 

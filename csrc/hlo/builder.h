@@ -80,6 +80,22 @@ class Builder {
   Value dynamic_update_slice(Value v, Value update, const std::vector<Value>& starts);
   Value pad(Value v, Value pad_value, const Dims& low, const Dims& high, const Dims& interior);
   Value concatenate(const std::vector<Value>& values, int64_t dim);
+  // General stablehlo.gather / stablehlo.scatter (see the StableHLO spec for the dimension
+  // numbers). The scatter combines updates with `combine` (nullptr: replace).
+  struct GatherDims {
+    Dims offset_dims, collapsed_slice_dims, start_index_map;
+    int64_t index_vector_dim = 0;
+    Dims slice_sizes;
+  };
+  Value gather(Value operand, Value indices, const GatherDims& dims, const Dims& result_dims);
+  struct ScatterDims {
+    Dims update_window_dims, inserted_window_dims, scatter_dims_to_operand_dims;
+    int64_t index_vector_dim = 0;
+  };
+  Value scatter(Value operand, Value indices, Value updates, const ScatterDims& dims, const char* combine);
+  Value reverse(Value v, const Dims& dims);
+  // A dense constant of any shape from double values (converted to `t`).
+  Value constant_floats(ElementType t, const Dims& dims, const std::vector<double>& values);
   // Element-wise gather from a rank-1 operand: result[i...] = flat[indices[i...]].
   Value gather_flat(Value flat, Value indices);
   // Element-wise scatter into a rank-1 operand: flat[indices[i...]] = updates[i...].
@@ -100,7 +116,7 @@ class Builder {
                       const Dims& window_dilations, const std::vector<std::pair<int64_t, int64_t>>& padding,
                       ReduceKind kind);
   std::vector<Value> reduce_window_multi(const std::vector<Value>& values, const std::vector<Value>& inits,
-                                         const Dims& window, const Dims& strides,
+                                         const Dims& window, const Dims& strides, const Dims& window_dilations,
                                          const std::vector<std::pair<int64_t, int64_t>>& padding,
                                          const RegionBody& body);
   // Sorts `values` (same shape) along `dim`; `less` receives (a0, b0, a1, b1, ...) rank-0

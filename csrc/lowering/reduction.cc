@@ -7,6 +7,7 @@
 
 #include "lowering/cast.h"
 #include "lowering/registry.h"
+#include "lowering/scan.h"
 #include "lowering/shape_helpers.h"
 
 namespace tpu::lowering {
@@ -189,26 +190,12 @@ Args lower_arg(Context& ctx, const Args& in, bool want_max) {
   return {value_and_index(ctx, x, ctx.attrs.get_int("dim", 0), want_max)[1]};
 }
 
-// Inclusive scan along `dim` by doubling steps (Hillis-Steele): log2(n) shifted combines.
-Value scan(Builder& b, Value x, int64_t dim, ReduceKind kind) {
-  const Dims d = b.dims(x);
-  const int64_t n = d[dim];
-  for (int64_t k = 1; k < n; k *= 2) {
-    Dims start(d.size(), 0), limit = d, strides(d.size(), 1), low(d.size(), 0), high(d.size(), 0), interior(d.size(), 0);
-    limit[dim] = n - k;
-    low[dim] = k;
-    Value shifted = b.pad(b.slice(x, start, limit, strides), init_for(b, b.dtype(x), kind), low, high, interior);
-    x = b.binary(kind == ReduceKind::kProd ? "stablehlo.multiply" : "stablehlo.add", x, shifted);
-  }
-  return x;
-}
-
 Args lower_cum(Context& ctx, const Args& in, ReduceKind kind) {
   auto& b = ctx.b;
   Value x = in[0];
   if (b.type(x).rank() == 0) return {x};
   if (b.dtype(x) == ElementType::kBool) x = b.convert(x, ElementType::kI64);
-  return {scan(b, x, ctx.attrs.get_int("dim"), kind)};
+  return {inclusive_scan(b, x, ctx.attrs.get_int("dim"), kind)};
 }
 
 // cummax / cummin: (values, indices); on ties and after a NaN the later index wins.

@@ -25,6 +25,9 @@ torch._register_device_module("tpu", tpu)
 torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
 
 from . import _backends  # noqa: E402,F401  (torch.backends.tpu)
+
+# torch.autocast("tpu") without a dtype uses bfloat16, the accelerator's native reduced type.
+torch.set_autocast_dtype("tpu", torch.bfloat16)
 from ._fallback import (  # noqa: E402
     fallback_counts,
     get_fallback_mode,

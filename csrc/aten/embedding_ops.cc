@@ -29,12 +29,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> k_embedding_bag(
               "embedding_bag: per_sample_weights was not None. per_sample_weights is only supported for mode='sum'");
   const int64_t bags = offsets.size(0) - (include_last_offset ? 1 : 0);
   TORCH_CHECK(bags >= 0, "embedding_bag: offsets must have at least one element with include_last_offset=True");
+  const at::ScalarType compute = accumulate_type(weight.scalar_type());
   OpRunner r("embedding_bag", "aten::_embedding_bag");
-  r.input(weight).input(indices, at::kLong).input(offsets, at::kLong);
-  if (given(per_sample_weights)) r.input(*per_sample_weights, weight.scalar_type());
+  r.input(weight, compute).input(indices, at::kLong).input(offsets, at::kLong);
+  if (given(per_sample_weights)) r.input(*per_sample_weights, compute);
   r.attrs().set_int("mode", mode).set_int("bags", bags).set_int("padding_idx", padding_idx).set_bool("has_psw", given(per_sample_weights));
   auto out = r.run(4);
-  return {out[0], out[1], out[2], out[3]};
+  return {out[0].to(weight.scalar_type()), out[1], out[2], out[3]};
 }
 
 at::Tensor k_embedding_bag_dense_backward(const at::Tensor& grad, const at::Tensor& indices,
@@ -71,7 +72,17 @@ at::Tensor k_embedding_bag_backward(const at::Tensor& grad, const at::Tensor& in
                                         scale_grad_by_freq, mode, per_sample_weights, padding_idx);
 }
 
+at::Tensor& k_embedding_renorm_(at::Tensor& self, const at::Tensor& indices, double max_norm, double norm_type) {
+  TORCH_CHECK(self.dim() == 2, "embedding_renorm_(): input must be 2-D");
+  OpRunner r("embedding_renorm", "aten::embedding_renorm_");
+  r.input(self).input(indices, at::kLong);
+  r.attrs().set_float("max_norm", max_norm).set_float("norm_type", norm_type);
+  r.run_into(self);
+  return self;
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("embedding_renorm_", k_embedding_renorm_);
   m.impl("_embedding_bag_backward", k_embedding_bag_backward);
   m.impl("embedding_dense_backward", k_embedding_dense_backward);
   m.impl("_embedding_bag", k_embedding_bag);

@@ -21,7 +21,7 @@ at::Tensor on_device_of(const at::Tensor& t, const at::Tensor& like) {
 }
 
 void check_index_dtype(const at::Tensor& index, const char* op) {
-  TORCH_CHECK_INDEX(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, op,
+  TORCH_CHECK_INDEX(index.numel() == 0 || index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, op,
                     "(): Expected dtype int64 for index");
 }
 

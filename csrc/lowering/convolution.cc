@@ -99,10 +99,14 @@ Value conv_forward(Builder& b, Value x, Value w, const ConvParams& p) {
 
 Value conv_input_grad(Builder& b, Value grad, Value w, const ConvParams& p, const Dims& input_spatial) {
   if (!p.transposed) return transposed(b, grad, w, p, input_spatial);
-  // y = conv_transpose(x, w)  =>  dx = conv(dy, w) with the same hyper-parameters.
+  // y = conv_transpose(x, w)  =>  dx = conv(dy, w) with the same hyper-parameters; rows that
+  // only output_padding produced fall outside x and are cropped.
   ConvParams plain = p;
   plain.transposed = false;
-  return conv_forward(b, grad, w, plain);
+  Value dx = conv_forward(b, grad, w, plain);
+  Dims limit = b.dims(dx);
+  for (size_t i = 0; i < input_spatial.size(); ++i) limit[2 + i] = input_spatial[i];
+  return b.slice(dx, Dims(limit.size(), 0), limit, Dims(limit.size(), 1));
 }
 
 Value conv_weight_grad(Builder& b, Value grad, Value x, const ConvParams& p, const Dims& kernel_spatial) {

@@ -191,7 +191,35 @@ Args lower_embedding_bag_psw_backward(Context& ctx, const Args& in) {
   return {r};
 }
 
+// embedding_renorm: inputs [weight, indices]; attrs max_norm, norm_type. Rows referenced by
+// indices whose norm exceeds max_norm are scaled to max_norm (ATen's 1e-7 guard included).
+Args lower_embedding_renorm(Context& ctx, const Args& in) {
+  auto& b = ctx.b;
+  Value w = in[0];
+  const Dims wd = b.dims(w);
+  const double p = ctx.attrs.get_float("norm_type"), max_norm = ctx.attrs.get_float("max_norm");
+  Value a = b.unary("stablehlo.abs", w);
+  Value norm;
+  if (p == 1) {
+    norm = b.reduce(a, b.constant(b.dtype(a), 0), {1}, hlo::ReduceKind::kSum);
+  } else if (p == 2) {
+    norm = b.unary("stablehlo.sqrt", b.reduce(b.mul(a, a), b.constant(b.dtype(a), 0), {1}, hlo::ReduceKind::kSum));
+  } else {
+    Value s = b.reduce(b.binary("stablehlo.power", a, b.full(b.type(a), p)), b.constant(b.dtype(a), 0), {1},
+                       hlo::ReduceKind::kSum);
+    norm = b.binary("stablehlo.power", s, b.full(b.type(s), 1.0 / p));
+  }
+  Value idx = b.reshape(b.convert(in[1], ElementType::kI64), {b.type(in[1]).numel()});
+  Value used = b.compare(counts_of(b, idx, wd[0], ElementType::kI64), b.full(TensorType{ElementType::kI64, {wd[0]}}, 0),
+                         Compare::kGT);
+  Value too_big = b.binary("stablehlo.and", used, b.compare(norm, b.full(b.type(norm), max_norm), Compare::kGT));
+  Value scale = b.select(too_big, b.div(b.full(b.type(norm), max_norm), b.add(norm, b.full(b.type(norm), 1e-7))),
+                         b.full(b.type(norm), 1));
+  return {b.mul(w, b.broadcast_in_dim(scale, wd, {0}))};
+}
+
 const bool registered = [] {
+  register_lowering("embedding_renorm", lower_embedding_renorm);
   register_lowering("embedding_backward", lower_embedding_backward);
   register_lowering("embedding_bag", lower_embedding_bag);
   register_lowering("embedding_bag_backward", lower_embedding_bag_backward);

@@ -189,6 +189,7 @@ Args lower_gather(Context& ctx, const Args& in) {
   auto& b = ctx.b;
   const int64_t dim = ctx.attrs.get_int("dim");
   Value self = in[0];
+  if (b.type(in[1]).numel() == 0) return {b.full(TensorType{b.dtype(self), b.dims(in[1])}, 0)};
   if (b.type(self).rank() == 0) return {b.broadcast_to(self, b.dims(in[1]))};
   Value coords = point_coords(b, in[1], dim, b.dims(self)[dim]);
   const int64_t rank = b.type(self).rank();
@@ -251,7 +252,7 @@ Args lower_index_select(Context& ctx, const Args& in) {
   Dims result = sd;
   result[dim] = n;
   Value out = b.gather(self, idx, g, result);
-  if (scalar_self) out = b.reshape(out, b.type(in[1]).rank() == 0 ? Dims{} : Dims{n});
+  if (scalar_self) out = b.reshape(out, {});  // a 0-dim tensor stays 0-dim
   return {out};
 }
 
@@ -322,6 +323,9 @@ Args lower_index_fill(Context& ctx, const Args& in) {
 // take(self, index): flat gather
 Args lower_take(Context& ctx, const Args& in) {
   auto& b = ctx.b;
+  if (b.type(in[1]).numel() == 0 || b.type(in[0]).numel() == 0) {
+    return {b.full(TensorType{b.dtype(in[0]), b.dims(in[1])}, 0)};
+  }
   Value flat = b.reshape(in[0], {b.type(in[0]).numel()});
   return {b.gather_flat(flat, wrap_index(b, in[1], b.type(in[0]).numel()))};
 }

@@ -123,7 +123,7 @@ Value shift(Builder& b, Value x, Value s, bool left) {
 
 const PointwiseEntry kBinary[] = {
     {"add", [](Context& c, const Args& a) {
-       if (is_bool(c.b, a[0])) return logical_or(c.b, a[0], a[1]);
+       if (is_bool(c.b, a[0])) return logical_or(c.b, a[0], a.size() > 2 ? logical_and(c.b, a[1], a[2]) : a[1]);
        return c.b.add(a[0], scaled(c.b, a));
      }},
     {"sub", [](Context& c, const Args& a) { return c.b.sub(a[0], scaled(c.b, a)); }},
@@ -132,6 +132,8 @@ const PointwiseEntry kBinary[] = {
      }},
     {"div", div},
     {"neg", [](Context& c, const Args& a) { return c.b.neg(a[0]); }},
+    // rsub(self, other, alpha) = other - alpha * self
+    {"rsub", [](Context& c, const Args& a) { return c.b.sub(a[1], c.b.mul(a[0], a[2])); }},
     {"relu", [](Context& c, const Args& a) { return c.b.max(a[0], scalar_like(c.b, a[0], 0)); }},
     {"pow", power},
     {"remainder", [](Context& c, const Args& a) { return remainder(c.b, a[0], a[1]); }},

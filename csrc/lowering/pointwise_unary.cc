@@ -262,6 +262,20 @@ const PointwiseEntry kUnary[] = {
        return c.b.select(c.b.compare(a[0], a[1], Compare::kGT), a[0], a[2]);
      }},
     {"clamp", clamp},
+    {"clamp_min", [](Context& c, const Args& a) { return c.b.max(a[0], a[1]); }},
+    {"clamp_max", [](Context& c, const Args& a) { return c.b.min(a[0], a[1]); }},
+    // polygamma(n, x): attrs n
+    {"polygamma", [](Context& c, const Args& a) {
+       Value n = scalar_like(c.b, a[0], static_cast<double>(c.attrs.get_int("n")));
+       return c.b.binary("chlo.polygamma", n, a[0]);
+     }},
+    {"zeta", [](Context& c, const Args& a) { return c.b.binary("chlo.zeta", a[0], a[1]); }},
+    {"log_sigmoid", [](Context& c, const Args& a) {
+       auto& b = c.b;
+       Value x = a[0];
+       Value neg_abs = b.neg(b.unary("stablehlo.abs", x));
+       return b.sub(b.min(x, scalar_like(b, x, 0)), b.unary("stablehlo.log_plus_one", b.unary("stablehlo.exponential", neg_abs)));
+     }},
 };
 
 TPU_REGISTER_POINTWISE(kUnary);

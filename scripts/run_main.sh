@@ -4,4 +4,4 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/setup.sh"
 cd "$root"
-exec .venv/bin/python examples/train_mlp.py "$@"
+exec .venv/bin/python examples/train_llama.py "$@"

@@ -140,3 +140,19 @@ def test_executables_are_cached_per_signature():
         (a + b).cpu()
         (a[i] + b[i]).cpu()  # different offsets into the same storages: no new program
     assert torch.tpu.compilation_cache_stats()["compiles"] - before <= 2
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 1), (1, 3), (1, 1, 1), (3, 4)])
+@pytest.mark.parametrize("diagonal", [-2, -1, 0, 1])
+def test_tril_triu_small_shapes(shape, diagonal):
+    # All-size-1 shapes constant-fold in XLA; a signed compare once folded as unsigned there.
+    x = torch.arange(1.0, 1 + torch.Size(shape).numel()).reshape(shape)
+    assert_close(*run_both(lambda t: torch.tril(t, diagonal), x))
+    assert_close(*run_both(lambda t: torch.triu(t, diagonal), x))
+
+
+def test_constant_folded_signed_comparisons():
+    for a, b in [(-1, 0), (0, -1), (-5, -3), (3, -3)]:
+        ta, tb = torch.tensor(a), torch.tensor(b)
+        for op in [torch.lt, torch.le, torch.gt, torch.ge]:
+            assert_close(*run_both(op, ta, tb))

@@ -1,5 +1,5 @@
 // Ops assembled from other tpu ops in C++ (nansum, vdot, equal, addbmm, baddbmm, norm,
-// kthvalue, median, unique, log_sigmoid) and thin kernels over lowering/search.cc
+// kthvalue, median, log_sigmoid) and thin kernels over lowering/search.cc
 // (searchsorted, bucketize, isin, bincount, histc, cdist, cross, max_unpool, logcumsumexp).
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
@@ -124,45 +124,6 @@ at::Tensor k_nanmedian(const at::Tensor& self) {
   return std::get<0>(median_impl(self.reshape({-1}), 0, false, true));
 }
 
-// unique via sort: flags mark the first of each run of equal values.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_runs(const at::Tensor& flat_sorted, const at::Tensor& order,
-                                                           const at::Tensor& self, bool return_inverse,
-                                                           bool return_counts) {
-  const int64_t n = flat_sorted.numel();
-  at::Tensor flags = at::ones({n}, self.options().dtype(at::kBool));
-  if (n > 1) flags.narrow(0, 1, n - 1).copy_(flat_sorted.narrow(0, 1, n - 1) != flat_sorted.narrow(0, 0, n - 1));
-  at::Tensor values = at::masked_select(flat_sorted, flags);
-  at::Tensor group = at::cumsum(flags, 0) - 1;  // run index of every sorted element
-  at::Tensor inverse, counts;
-  if (return_inverse) {
-    inverse = at::empty({n}, self.options().dtype(at::kLong));
-    if (order.defined()) inverse.scatter_(0, order, group);
-    else inverse.copy_(group);
-    inverse = inverse.view(self.sizes());
-  } else {
-    inverse = at::empty({0}, self.options().dtype(at::kLong));
-  }
-  if (return_counts) {
-    counts = at::zeros({values.numel()}, self.options().dtype(at::kLong)).scatter_add_(0, group, at::ones_like(group));
-  } else {
-    counts = at::empty({0}, self.options().dtype(at::kLong));
-  }
-  return {values, inverse, counts};
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> k_unique2(const at::Tensor& self, bool sorted, bool return_inverse,
-                                                         bool return_counts) {
-  at::Tensor flat = self.reshape({-1});
-  auto [sv, si] = at::sort(flat, 0);
-  return unique_runs(sv, si, self, return_inverse, return_counts);
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> k_unique_consecutive(const at::Tensor& self, bool return_inverse,
-                                                                    bool return_counts, std::optional<int64_t> dim) {
-  TORCH_CHECK(!dim.has_value() || self.dim() <= 1, "tpu unique_consecutive supports dim only for 1-D tensors");
-  return unique_runs(self.reshape({-1}), at::Tensor(), self, return_inverse, return_counts);
-}
-
 std::tuple<at::Tensor, at::Tensor> k_log_sigmoid_forward(const at::Tensor& self) {
   at::Tensor out = OpRunner("log_sigmoid", "aten::log_sigmoid_forward").input(self).run1();
   return {out, at::zeros_like(self)};
@@ -197,6 +158,15 @@ at::Tensor k_searchsorted(const at::Tensor& seq, const at::Tensor& self, bool ou
                           std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
   at::Tensor out = at::empty({0}, self.options().dtype(out_int32 ? at::kInt : at::kLong));
   return k_searchsorted_out(seq, self, out_int32, right, side, sorter, out);
+}
+at::Tensor k_searchsorted_scalar(const at::Tensor& seq, const at::Scalar& self, bool out_int32, bool right,
+                                 std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
+  return k_searchsorted(seq, at::scalar_tensor(self, seq.options()), out_int32, right, side, sorter);
+}
+at::Tensor& k_searchsorted_scalar_out(const at::Tensor& seq, const at::Scalar& self, bool out_int32, bool right,
+                                      std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter,
+                                      at::Tensor& out) {
+  return k_searchsorted_out(seq, at::scalar_tensor(self, seq.options()), out_int32, right, side, sorter, out);
 }
 at::Tensor& k_bucketize_out(const at::Tensor& self, const at::Tensor& boundaries, bool out_int32, bool right,
                             at::Tensor& out) {
@@ -319,12 +289,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nanmedian.dim_values", k_nanmedian_dim_out);
   m.impl("median", k_median);
   m.impl("nanmedian", k_nanmedian);
-  m.impl("_unique2", k_unique2);
-  m.impl("unique_consecutive", k_unique_consecutive);
   m.impl("log_sigmoid_forward", k_log_sigmoid_forward);
   m.impl("log_sigmoid_forward.output", k_log_sigmoid_forward_out);
   m.impl("searchsorted.Tensor_out", k_searchsorted_out);
   m.impl("searchsorted.Tensor", k_searchsorted);
+  m.impl("searchsorted.Scalar", k_searchsorted_scalar);
+  m.impl("searchsorted.Scalar_out", k_searchsorted_scalar_out);
   m.impl("bucketize.Tensor", k_bucketize);
   m.impl("_logcumsumexp", k_logcumsumexp);
   m.impl("_logcumsumexp.out", k_logcumsumexp_out);

@@ -1,4 +1,4 @@
-// Tensor creation on tpu: empty, empty_strided, fill_, zero_, arange, eye. zeros, ones, full,
+// Tensor creation on tpu: empty, empty_strided, fill_, zero_, arange, linspace, logspace, eye. zeros, ones, full,
 // rand* and *_like are PyTorch composites over these.
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/RangeUtils.h>
@@ -90,6 +90,58 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
   return out;
 }
 
+// ATen's linspace arithmetic: start and end rounded to the output type, the step in that type
+// (double for integers), computed here once on the host.
+struct SpaceParams {
+  at::ScalarType compute;
+  at::Scalar start, end, step;
+};
+
+template <typename T>
+SpaceParams space_params(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::ScalarType compute) {
+  using Step = std::conditional_t<std::is_integral_v<T>, double, T>;
+  const T s = start.to<T>(), e = end.to<T>();
+  const Step step = (static_cast<Step>(e) - static_cast<Step>(s)) / static_cast<Step>(std::max<int64_t>(steps - 1, 1));
+  return {compute, at::Scalar(static_cast<Step>(s)), at::Scalar(static_cast<Step>(e)), at::Scalar(step)};
+}
+
+SpaceParams linspace_params(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::ScalarType out) {
+  switch (out) {
+    case at::kDouble: return space_params<double>(start, end, steps, at::kDouble);
+    case at::kFloat: return space_params<float>(start, end, steps, at::kFloat);
+    case at::kHalf: return space_params<at::Half>(start, end, steps, at::kHalf);
+    case at::kBFloat16: return space_params<at::BFloat16>(start, end, steps, at::kBFloat16);
+    case at::kByte: return space_params<uint8_t>(start, end, steps, at::kDouble);
+    case at::kChar: return space_params<int8_t>(start, end, steps, at::kDouble);
+    case at::kShort: return space_params<int16_t>(start, end, steps, at::kDouble);
+    case at::kInt: return space_params<int32_t>(start, end, steps, at::kDouble);
+    case at::kLong: return space_params<int64_t>(start, end, steps, at::kDouble);
+    default: TORCH_CHECK(false, "linspace/logspace: unsupported dtype ", out, " on tpu; use a real floating or integer dtype");
+  }
+}
+
+at::Tensor& space_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, std::optional<double> base,
+                      at::Tensor& out, const char* label) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  at::native::resize_output(out, {steps});
+  if (steps == 0) return out;
+  // logspace raises base to exponents stepped in double precision, then rounds once.
+  const SpaceParams p = linspace_params(start, end, steps, base.has_value() ? at::kDouble : out.scalar_type());
+  OpRunner r("linspace", label);
+  r.scalar(p.start, p.compute).scalar(p.end, p.compute).scalar(p.step, p.compute);
+  r.attrs().set_int("steps", steps);
+  if (base.has_value()) r.attrs().set_float("base", *base);
+  r.run_into(out);
+  return out;
+}
+
+at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
+  return space_out(start, end, steps, std::nullopt, out, "aten::linspace");
+}
+at::Tensor& logspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, double base, at::Tensor& out) {
+  return space_out(start, end, steps, base, out, "aten::logspace");
+}
+
 at::Tensor& eye_out_nm(int64_t n, int64_t m, at::Tensor& out) {
   TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
   TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
@@ -109,6 +161,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fill_.Tensor", fill_tensor);
   m.impl("zero_", zero_);
   m.impl("arange.start_out", arange_out);
+  m.impl("linspace.out", linspace_out);
+  m.impl("logspace.out", logspace_out);
   m.impl("eye.m_out", eye_out_nm);
   m.impl("eye.out", eye_out_n);
 }

@@ -135,6 +135,10 @@ at::Tensor& k_huber_out(const at::Tensor& self, const at::Tensor& target, int64_
   TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
   return write_out(pair_loss("huber_loss", "aten::huber_loss", self, target, reduction, "delta", delta), out);
 }
+at::Tensor k_huber(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta) {
+  TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
+  return pair_loss("huber_loss", "aten::huber_loss", self, target, reduction, "delta", delta);
+}
 at::Tensor& k_huber_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
                                  int64_t reduction, double delta, at::Tensor& out) {
   return write_out(pair_loss_grad("huber_loss_backward", "aten::huber_loss_backward", grad, self, target, reduction,
@@ -164,6 +168,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("smooth_l1_loss.out", k_smooth_l1_out);
   m.impl("smooth_l1_loss_backward.grad_input", k_smooth_l1_backward_out);
   m.impl("huber_loss.out", k_huber_out);
+  m.impl("huber_loss", k_huber);
   m.impl("huber_loss_backward.out", k_huber_backward_out);
   m.impl("soft_margin_loss.out", k_soft_margin_out);
   m.impl("soft_margin_loss_backward.grad_input", k_soft_margin_backward_out);

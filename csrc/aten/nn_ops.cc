@@ -335,6 +335,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_adaptive_avg_pool2d", k_adaptive_avg_pool2d);
   m.impl("_adaptive_avg_pool2d_backward", k_adaptive_avg_pool2d_backward);
   m.impl("adaptive_avg_pool3d.out", k_adaptive_avg_pool3d_out);
+  m.impl("_adaptive_avg_pool3d", adaptive_avg_pool);
   m.impl("_adaptive_avg_pool3d_backward", k_adaptive_avg_pool3d_backward);
   m.impl("upsample_nearest1d.out", k_nearest1d_out);
   m.impl("upsample_nearest2d.out", k_nearest2d_out);

@@ -1,5 +1,10 @@
 // In-place random fills (uniform_, normal_, random_): rand, randn, randint and friends are
 // PyTorch composites over these. Each draws from the device generator (see device/generator.h).
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/result_type.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -45,6 +50,65 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
   with_generator(r, self, gen).on_device(tpu_index(self));
   r.scalar(mean, param_dtype(self)).scalar(std, param_dtype(self)).run_into(self);
   return self;
+}
+
+// normal(mean, std) with tensor parameters: a standard draw scaled and shifted, broadcasting
+// mean and std like PyTorch. A negative std raises (one host sync, as on CUDA).
+at::Tensor normal_params(const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> gen) {
+  TORCH_CHECK(c10::isFloatingType(mean.scalar_type()) && c10::isFloatingType(std.scalar_type()),
+              "normal expects floating-point mean and std, got ", mean.scalar_type(), " and ", std.scalar_type());
+  TORCH_CHECK(std.numel() == 0 || std.min().ge(0).item<bool>(), "normal expects all elements of std >= 0.0");
+  const at::Tensor& like = mean.is_privateuseone() ? mean : std;
+  at::Tensor out = at::empty(at::infer_size(mean.sizes(), std.sizes()), like.options().dtype(at::result_type(mean, std)));
+  normal_(out, 0.0, 1.0, gen);
+  return out.mul_(std).add_(mean);
+}
+at::Tensor k_normal_tensor_tensor(const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> gen) {
+  return normal_params(mean, std, gen);
+}
+at::Tensor k_normal_tensor_float(const at::Tensor& mean, double std, std::optional<at::Generator> gen) {
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  TORCH_CHECK(c10::isFloatingType(mean.scalar_type()), "normal expects a floating-point mean, got ", mean.scalar_type());
+  at::Tensor out = at::empty_like(mean, at::MemoryFormat::Contiguous);
+  normal_(out, 0.0, std, gen);
+  return out.add_(mean);
+}
+at::Tensor k_normal_float_tensor(double mean, const at::Tensor& std, std::optional<at::Generator> gen) {
+  TORCH_CHECK(c10::isFloatingType(std.scalar_type()), "normal expects a floating-point std, got ", std.scalar_type());
+  TORCH_CHECK(std.numel() == 0 || std.min().ge(0).item<bool>(), "normal expects all elements of std >= 0.0");
+  at::Tensor out = at::empty_like(std, at::MemoryFormat::Contiguous);
+  normal_(out, 0.0, 1.0, gen);
+  return out.mul_(std).add_(mean);
+}
+
+// rrelu: in training, negative inputs are scaled by a slope drawn from U(lower, upper) and the
+// slopes (1 for non-negative inputs) are stored in `noise` for the backward; in evaluation the
+// slope is the mean (lower + upper) / 2.
+at::Tensor rrelu_with_noise_impl(const at::Tensor& self, const at::Tensor& noise, const at::Scalar& lower,
+                                 const at::Scalar& upper, bool training, std::optional<at::Generator> gen) {
+  if (!training) return at::leaky_relu(self, (lower.toDouble() + upper.toDouble()) / 2);
+  TORCH_CHECK(noise.sizes() == self.sizes(), "rrelu_with_noise: noise must have the input's shape ", self.sizes(),
+              ", got ", noise.sizes());
+  at::Tensor slopes = at::empty_like(self, at::MemoryFormat::Contiguous);
+  uniform_(slopes, lower.toDouble(), upper.toDouble(), gen);
+  at::Tensor scale = at::where(self <= 0, slopes, at::ones({}, self.options()));
+  const_cast<at::Tensor&>(noise).copy_(scale);
+  return self * scale;
+}
+at::Tensor k_rrelu_with_noise(const at::Tensor& self, at::Tensor& noise, const at::Scalar& lower,
+                              const at::Scalar& upper, bool training, std::optional<at::Generator> gen) {
+  return rrelu_with_noise_impl(self, noise, lower, upper, training, gen);
+}
+at::Tensor& k_rrelu_with_noise_(at::Tensor& self, at::Tensor& noise, const at::Scalar& lower, const at::Scalar& upper,
+                                bool training, std::optional<at::Generator> gen) {
+  return self.copy_(rrelu_with_noise_impl(self, noise, lower, upper, training, gen));
+}
+at::Tensor& k_rrelu_with_noise_out(const at::Tensor& self, at::Tensor& noise, const at::Scalar& lower,
+                                   const at::Scalar& upper, bool training, std::optional<at::Generator> gen,
+                                   at::Tensor& out) {
+  at::Tensor r = rrelu_with_noise_impl(self, noise, lower, upper, training, gen);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
 }
 
 // Draws integers in [low, low + span).
@@ -206,6 +270,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("multinomial.out", k_multinomial_out);
   m.impl("uniform_", uniform_);
   m.impl("normal_", normal_);
+  m.impl("normal.Tensor_Tensor", k_normal_tensor_tensor);
+  m.impl("rrelu_with_noise", k_rrelu_with_noise);
+  m.impl("rrelu_with_noise_", k_rrelu_with_noise_);
+  m.impl("rrelu_with_noise.out", k_rrelu_with_noise_out);
+  m.impl("normal.Tensor_float", k_normal_tensor_float);
+  m.impl("normal.float_Tensor", k_normal_float_tensor);
   m.impl("random_.from", random_from);
   m.impl("random_.to", random_to);
   m.impl("random_", random_default);

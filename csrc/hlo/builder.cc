@@ -201,9 +201,13 @@ Value Builder::compare(Value a, Value b, Compare direction) {
   if (type(a) != type(b)) {
     fail("compare", "operand types differ: " + type(a).str() + " vs " + type(b).str());
   }
+  // The comparison type is always spelled out: left implicit, XLA's CPU constant folder
+  // compared signed integers as unsigned (0 <= -1 came out true for all-size-1 shapes).
+  const ElementType t = dtype(a);
+  const char* kind = is_floating(t) ? "FLOAT" : (is_unsigned(t) || t == ElementType::kBool) ? "UNSIGNED" : "SIGNED";
   return emit("stablehlo.compare", {a, b}, TensorType{ElementType::kBool, dims(a)},
-              std::string("comparison_direction = #stablehlo<comparison_direction ") +
-                  compare_name(direction) + ">");
+              std::string("comparison_direction = #stablehlo<comparison_direction ") + compare_name(direction) +
+                  ">, compare_type = #stablehlo<comparison_type " + kind + ">");
 }
 
 Value Builder::select(Value pred, Value on_true, Value on_false) {
@@ -399,6 +403,9 @@ Value Builder::scatter_flat(Value flat, Value indices, Value updates) {
 }
 
 Value Builder::gather(Value operand, Value indices, const GatherDims& g, const Dims& result_dims) {
+  // Nothing to read (an empty result, or an empty operand XLA rejects slices of): zeros.
+  const TensorType result{dtype(operand), result_dims};
+  if (result.numel() == 0 || type(operand).numel() == 0) return full(result, 0);
   std::string attrs = "dimension_numbers = #stablehlo.gather<";
   std::string parts;
   auto add = [&](const char* key, const Dims& v) {
@@ -615,6 +622,22 @@ std::vector<Value> Builder::sort(const std::vector<Value>& values, int64_t dim, 
   return emit_multi("stablehlo.sort", values, results,
                     "dimension = " + std::to_string(dim) + " : i64, is_stable = " + (stable ? "true" : "false"),
                     body);
+}
+
+std::vector<Value> Builder::while_loop(const std::vector<Value>& init, const RegionBody& cond, const RegionBody& body) {
+  std::vector<TensorType> types;
+  for (Value v : init) types.push_back(type(v));
+  std::string cond_text = region(types, cond);
+  std::string body_text = region(types, body);
+  return emit_multi("stablehlo.while", init, types, "", cond_text + ", " + body_text);
+}
+
+std::vector<Value> Builder::if_else(Value pred, const std::vector<TensorType>& results, const RegionBody& then_body,
+                                    const RegionBody& else_body) {
+  if (type(pred) != TensorType{ElementType::kBool, {}}) fail("if", "predicate must be a rank-0 bool");
+  std::string then_text = region({}, then_body);
+  std::string else_text = region({}, else_body);
+  return emit_multi("stablehlo.if", {pred}, results, "", then_text + ", " + else_text);
 }
 
 Value Builder::convolution(Value input, Value kernel, const Dims& strides,

@@ -122,6 +122,12 @@ class Builder {
   // Sorts `values` (same shape) along `dim`; `less` receives (a0, b0, a1, b1, ...) rank-0
   // pairs and returns a bool: whether a sorts before b.
   std::vector<Value> sort(const std::vector<Value>& values, int64_t dim, bool stable, const RegionBody& less);
+  // stablehlo.while: `cond` maps the loop values to a rank-0 bool, `body` to the next values.
+  std::vector<Value> while_loop(const std::vector<Value>& init, const RegionBody& cond, const RegionBody& body);
+  // stablehlo.if: runs `then_body` or `else_body` (no arguments; both return `results`-typed
+  // values) depending on the rank-0 bool `pred`.
+  std::vector<Value> if_else(Value pred, const std::vector<TensorType>& results, const RegionBody& then_body,
+                             const RegionBody& else_body);
   // stablehlo.convolution with PyTorch's NCHW / OIHW layout for `spatial` spatial dims.
   Value convolution(Value input, Value kernel, const Dims& strides,
                     const std::vector<std::pair<int64_t, int64_t>>& padding, const Dims& lhs_dilation,

@@ -132,11 +132,15 @@ Value add_bias(Builder& b, Value y, Value bias) {
   return b.add(y, b.broadcast_in_dim(bias, b.dims(y), {1}));
 }
 
-// convolution: inputs [x, w, (bias)]
+// convolution: inputs [x, w, (bias)]. Half-precision inputs compute in f32 and round once,
+// after the bias, as PyTorch's CPU and CUDA kernels do.
 std::vector<Value> lower_convolution(Context& ctx, const std::vector<Value>& in) {
-  Value y = conv_forward(ctx.b, in[0], in[1], params_of(ctx.attrs));
-  if (in.size() > 2) y = add_bias(ctx.b, y, in[2]);
-  return {y};
+  auto& b = ctx.b;
+  const ElementType t = b.dtype(in[0]);
+  auto wide = [&](Value v) { return half(t) ? b.convert(v, ElementType::kF32) : v; };
+  Value y = conv_forward(b, wide(in[0]), wide(in[1]), params_of(ctx.attrs));
+  if (in.size() > 2) y = add_bias(b, y, wide(in[2]));
+  return {b.convert(y, t)};
 }
 
 // convolution_backward: inputs [grad, x, w]; attrs output_mask (3 bits) -> requested grads

@@ -346,7 +346,8 @@ Args lower_put(Context& ctx, const Args& in) {
 }
 
 // Positions of the true elements of a flat bool vector, in order, as [count] i64 (count static).
-Value true_positions(Builder& b, Value mask_flat, int64_t count) {
+// Slots past the number of true elements hold `unused`; true elements past `count` are dropped.
+Value true_positions(Builder& b, Value mask_flat, int64_t count, int64_t unused = 0) {
   const int64_t n = b.type(mask_flat).numel();
   Value m = b.convert(mask_flat, ElementType::kI64);
   Value slot = b.sub(inclusive_scan(b, m, 0, hlo::ReduceKind::kSum), b.full(b.type(m), 1));
@@ -356,17 +357,19 @@ Value true_positions(Builder& b, Value mask_flat, int64_t count) {
   s.inserted_window_dims = {0};
   s.scatter_dims_to_operand_dims = {0};
   s.index_vector_dim = 1;
-  return b.scatter(b.full(TensorType{ElementType::kI64, {count}}, 0), b.reshape(dest, {n, 1}),
+  return b.scatter(b.full(TensorType{ElementType::kI64, {count}}, static_cast<double>(unused)), b.reshape(dest, {n, 1}),
                    b.iota(TensorType{ElementType::kI64, {n}}, 0), s, nullptr);
 }
 
-// nonzero(self): attrs count -> [count, rank]
+// nonzero(self): attrs count -> [count, rank]. With attr fill (nonzero_static) count is the
+// requested size: extra true elements are dropped and missing rows hold `fill`.
 Args lower_nonzero(Context& ctx, const Args& in) {
   auto& b = ctx.b;
   const int64_t count = ctx.attrs.get_int("count");
   const Dims d = b.dims(in[0]);
   Value nz = b.compare(in[0], b.full(b.type(in[0]), 0), Compare::kNE);
-  Value lin = true_positions(b, b.reshape(nz, {b.type(in[0]).numel()}), count);
+  const bool is_static = ctx.attrs.has("fill");
+  Value lin = true_positions(b, b.reshape(nz, {b.type(in[0]).numel()}), count, is_static ? -1 : 0);
   std::vector<Value> cols;
   int64_t stride = 1;
   std::vector<int64_t> strides(d.size());
@@ -377,6 +380,10 @@ Args lower_nonzero(Context& ctx, const Args& in) {
   for (size_t i = 0; i < d.size(); ++i) {
     Value c = b.binary("stablehlo.remainder", b.div(lin, b.full(b.type(lin), static_cast<double>(strides[i]))),
                        b.full(b.type(lin), static_cast<double>(d[i])));
+    if (is_static) {
+      c = b.select(b.compare(lin, b.full(b.type(lin), 0), Compare::kLT),
+                   b.full(b.type(lin), static_cast<double>(ctx.attrs.get_int("fill"))), c);
+    }
     cols.push_back(b.reshape(c, {count, 1}));
   }
   if (cols.empty()) return {b.full(TensorType{ElementType::kI64, {count, 0}}, 0)};
@@ -446,9 +453,10 @@ Args lower_triangle(Context& ctx, const Args& in) {
   const Dims d = b.dims(x);
   const int64_t r = static_cast<int64_t>(d.size());
   const TensorType it{ElementType::kI64, d};
-  Value diff = b.sub(b.iota(it, r - 1), b.iota(it, r - 2));  // col - row
-  Value k = b.full(it, static_cast<double>(ctx.attrs.get_int("diagonal")));
-  Value keep = b.compare(diff, k, ctx.attrs.get_bool("upper") ? Compare::kGE : Compare::kLE);
+  // col <= row + k (tril) or col >= row + k (triu). (Written without `col - row`: XLA's CPU
+  // backend folds `(col - row) <= -1` wrongly when both dims have size 1.)
+  Value shifted = b.add(b.iota(it, r - 2), b.full(it, static_cast<double>(ctx.attrs.get_int("diagonal"))));
+  Value keep = b.compare(b.iota(it, r - 1), shifted, ctx.attrs.get_bool("upper") ? Compare::kGE : Compare::kLE);
   return {b.select(keep, x, b.full(b.type(x), 0))};
 }
 

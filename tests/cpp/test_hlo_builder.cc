@@ -54,6 +54,21 @@ TEST(Builder, IdentityShapeOpsEmitNothing) {
   EXPECT_EQ(b.module_text({x}).find("stablehlo."), std::string::npos);
 }
 
+TEST(Builder, ComparisonsNameTheirType) {
+  // Left implicit, XLA's CPU constant folder compared signed integers as unsigned.
+  Builder b;
+  auto i = b.parameter(TensorType{ElementType::kI64, {1}});
+  auto u = b.parameter(TensorType{ElementType::kU8, {1}});
+  auto f = b.parameter(TensorType{ElementType::kF32, {1}});
+  auto r1 = b.compare(i, i, hlo::Compare::kLE);
+  auto r2 = b.compare(u, u, hlo::Compare::kLT);
+  auto r3 = b.compare(f, f, hlo::Compare::kEQ);
+  const std::string text = b.module_text({r1, r2, r3});
+  EXPECT_NE(text.find("comparison_type SIGNED"), std::string::npos);
+  EXPECT_NE(text.find("comparison_type UNSIGNED"), std::string::npos);
+  EXPECT_NE(text.find("comparison_type FLOAT"), std::string::npos);
+}
+
 TEST(Builder, AliasedParameterIsAnnotated) {
   Builder b;
   auto x = b.parameter(TensorType{ElementType::kF32, {2}});

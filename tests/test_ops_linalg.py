@@ -1,0 +1,205 @@
+"""Factorizations and solvers on the device - Cholesky, triangular solves, LU (factor, unpack,
+solve), solve, inv, det, slogdet, cholesky_solve/inverse - batched and broadcast, with their
+gradients, each compared with the CPU (LAPACK)."""
+
+import pytest
+import torch
+
+from helpers import assert_close, run_both
+
+
+@pytest.fixture(autouse=True)
+def _no_fallback(no_fallback):
+    yield
+
+
+def rand(*shape, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed + sum(shape))
+    return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+
+
+def spd(*shape, dtype=torch.float32):
+    a = rand(*shape, dtype=torch.float64)
+    return (a @ a.mT + shape[-1] * torch.eye(shape[-1], dtype=torch.float64)).to(dtype)
+
+
+def check(fn, *inputs, tol=1e-4):
+    got, want = run_both(fn, *inputs)
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, want):
+        assert_close(g, w, rtol=tol, atol=tol)
+
+
+def check_grad(fn, *inputs, tol=1e-3):
+    grads = []
+    for device in ("tpu", "cpu"):
+        leaves = [t.detach().to(device).requires_grad_() for t in inputs]
+        out = fn(*leaves)
+        out = out if isinstance(out, tuple) else (out,)
+        total = sum((o * torch.linspace(0.5, 1.5, o.numel(), device=device, dtype=o.dtype).reshape(o.shape)).sum()
+                    for o in out if o.is_floating_point())
+        grads.append(torch.autograd.grad(total, leaves))
+    for g_tpu, g_cpu in zip(*grads):
+        assert_close(g_tpu, g_cpu, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (4, 4), (3, 5, 5), (2, 2, 3, 3)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cholesky(shape, dtype):
+    a = spd(*shape, dtype=dtype)
+    check(torch.linalg.cholesky, a)
+    check(lambda t: torch.linalg.cholesky(t, upper=True), a)
+    check_grad(torch.linalg.cholesky, a)
+
+
+def test_cholesky_reports_the_failing_minor():
+    a = spd(3, 4, 4)
+    a[1, 2, 2] = -100.0  # batch 1 stops being positive definite at order 3
+    got, want = run_both(lambda t: torch.linalg.cholesky_ex(t).info, a)
+    assert_close(got, want)
+    with pytest.raises(torch.linalg.LinAlgError, match="not positive-definite"):
+        torch.linalg.cholesky(a.to("tpu"))
+
+
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("left", [False, True])
+@pytest.mark.parametrize("unit", [False, True])
+def test_solve_triangular(upper, left, unit):
+    a = rand(2, 4, 4) + 4 * torch.eye(4)
+    b = rand(3, 1, 4, 2) if left else rand(3, 1, 2, 4)  # batch dims broadcast
+    check(lambda x, y: torch.linalg.solve_triangular(x, y, upper=upper, left=left, unitriangular=unit), a, b)
+    check_grad(lambda x, y: torch.linalg.solve_triangular(x, y, upper=upper, left=left, unitriangular=unit), a, b)
+
+
+def test_triangular_solve_legacy():
+    a, b = rand(4, 4) + 4 * torch.eye(4), rand(4, 3)
+    check(lambda y, x: torch.triangular_solve(y, x, upper=False, transpose=True), b, a)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 5), (2, 6, 4), (3, 4, 6)])
+def test_lu_factor_and_unpack(shape):
+    a = rand(*shape)
+    check(torch.linalg.lu_factor, a)
+    check(torch.linalg.lu, a)
+    check(lambda t: torch.lu_unpack(*torch.linalg.lu_factor(t)), a)
+
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("adjoint", [False, True])
+def test_lu_solve(left, adjoint):
+    a = rand(3, 4, 4)
+    b = rand(3, 4, 2) if left else rand(3, 2, 4)
+    fn = lambda x, y: torch.linalg.lu_solve(*torch.linalg.lu_factor(x), y, left=left, adjoint=adjoint)  # noqa: E731
+    check(fn, a, b)
+    check_grad(fn, a, b)
+
+
+def test_solve_inv_det_slogdet():
+    a = rand(3, 5, 5)
+    check(torch.linalg.solve, a, rand(3, 5, 2))
+    check(torch.linalg.solve, a, rand(3, 5))  # vector right-hand side
+    check(torch.linalg.solve, a, rand(5, 2))  # broadcast
+    check(lambda x, y: torch.linalg.solve(x, y, left=False), a, rand(3, 2, 5))
+    check(torch.linalg.inv, a)
+    check(torch.linalg.det, a)
+    check(torch.linalg.slogdet, a)
+    check(torch.logdet, spd(2, 4, 4))
+    check(lambda t: torch.linalg.matrix_power(t, -3), a)
+    for fn in (torch.linalg.solve, lambda x, y: torch.linalg.inv(x) @ y):
+        check_grad(fn, a, rand(3, 5, 2))
+    check_grad(torch.linalg.det, a)
+    check_grad(lambda t: torch.linalg.slogdet(t).logabsdet, a)
+
+
+def test_singular_matrices():
+    s = torch.tensor([[1.0, 2.0], [2.0, 4.0]])
+    check(torch.linalg.det, s)
+    got, want = run_both(lambda t: torch.linalg.inv_ex(t).info, s)
+    assert_close(got, want)
+    with pytest.raises(torch.linalg.LinAlgError, match="singular"):
+        torch.linalg.inv(s.to("tpu"))
+
+
+def test_cholesky_solve_and_inverse():
+    a = spd(2, 4, 4)
+    for upper in (False, True):
+        factor = torch.linalg.cholesky(a, upper=upper)
+        check(lambda b, f: torch.cholesky_solve(b, f, upper=upper), rand(2, 4, 3), factor)
+        check(lambda f: torch.cholesky_inverse(f, upper=upper), factor[0])
+
+
+def test_non_float_input_raises_clear_error():
+    with pytest.raises(RuntimeError, match="float32 or float64"):
+        torch.linalg.cholesky(torch.eye(3, dtype=torch.float16, device="tpu"))
+
+
+# ---- decompositions --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_eigh(dtype):
+    a = rand(3, 5, 5, dtype=dtype)
+    sym = a + a.mT
+    tol = 1e-4 if dtype == torch.float32 else 1e-10
+    check(torch.linalg.eigvalsh, sym, tol=tol)
+    check(lambda t: torch.linalg.eigvalsh(t, UPLO="U"), sym, tol=tol)
+    # Eigenvectors are unique up to sign: check the decomposition itself on the device. (XLA's
+    # Jacobi iteration stops at ~sqrt(eps) off-diagonal mass: float64 vectors hold ~1e-8.)
+    w, v = torch.linalg.eigh(sym.to("tpu"))
+    vtol = 1e-4 if dtype == torch.float32 else 1e-7
+    assert_close(v @ torch.diag_embed(w) @ v.mT, sym, rtol=vtol, atol=vtol)
+    assert_close(v.mT @ v, torch.eye(5, dtype=dtype).expand(3, 5, 5).contiguous(), rtol=vtol, atol=vtol)
+    check_grad(torch.linalg.eigvalsh, sym.to(dtype))
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (6, 3), (2, 3, 5)])
+def test_svd(shape):
+    a = rand(*shape)
+    check(torch.linalg.svdvals, a)
+    for full in (False, True):
+        u, s, vh = torch.linalg.svd(a.to("tpu"), full_matrices=full)
+        _, s_cpu, _ = torch.linalg.svd(a, full_matrices=full)
+        assert u.shape == torch.linalg.svd(a, full_matrices=full).U.shape
+        assert_close(s, s_cpu, rtol=1e-4, atol=1e-4)
+        k = min(shape[-2:])
+        recon = u[..., :, :k] @ torch.diag_embed(s) @ vh[..., :k, :]
+        assert_close(recon, a, rtol=1e-4, atol=1e-4)
+        eye_u = torch.eye(u.shape[-1]).expand(u.mT.shape[:-1] + (u.shape[-1],)).contiguous()
+        assert_close(u.mT @ u, eye_u, rtol=1e-4, atol=1e-4)
+    check(torch.linalg.pinv, a)
+    check(lambda t: torch.linalg.matrix_norm(t, "nuc"), a)
+    check(lambda t: torch.linalg.matrix_norm(t, 2), a)
+    check_grad(torch.linalg.svdvals, a)
+
+
+def test_rank_and_condition_number():
+    low_rank = rand(5, 2) @ rand(2, 4)
+    check(torch.linalg.matrix_rank, low_rank)
+    check(torch.linalg.cond, rand(4, 4))
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4)])
+@pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
+def test_qr_matches_lapack(shape, mode):
+    a = rand(*shape)
+    check(lambda t: torch.linalg.qr(t, mode=mode), a)
+    check(torch.geqrf, a)
+
+
+def test_householder_product_and_ormqr():
+    a = rand(6, 4)
+    packed, tau = torch.geqrf(a)
+    check(torch.linalg.householder_product, packed, tau)
+    for left in (True, False):
+        for transpose in (False, True):
+            c = rand(6, 3) if left else rand(3, 6)
+            check(lambda p, t, x: torch.ormqr(p, t, x, left=left, transpose=transpose), packed, tau, c)
+
+
+@pytest.mark.parametrize("driver", [None, "gels", "gelsd", "gelss"])
+def test_lstsq(driver):
+    a, b = rand(2, 6, 3), rand(2, 6, 2)
+    got, want = run_both(lambda x, y: torch.linalg.lstsq(x, y, driver=driver), a, b)
+    for g, w in zip(got, want):
+        assert_close(g, w, rtol=1e-4, atol=1e-4)

@@ -40,6 +40,10 @@ RANDOM_OPS = {
     "svd_lowrank", "pca_lowrank", "hash_tensor",
 }
 
+# Positional sample arguments that PyTorch requires on the host (OpInfo creates them on the CPU
+# for every device): they stay there.
+HOST_ARGS = {"tensor_split": (0,)}
+
 
 def entry_name(op):
     return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
@@ -152,7 +156,9 @@ def run_sample(op, sample, random, want_grad):
         cpu_grads = _grads(torch, cpu_out, (sample.input, sample.args, sample.kwargs)) if want_grad else None
     except Exception:
         return "skip", "cpu raised"
-    tpu_in = tree_map(to_tpu, (sample.input, sample.args, sample.kwargs))
+    host = HOST_ARGS.get(entry_name(op), ())
+    args = tuple(a if i in host else tree_map(to_tpu, a) for i, a in enumerate(sample.args))
+    tpu_in = (tree_map(to_tpu, sample.input), args, tree_map(to_tpu, sample.kwargs))
     torch_tpu.reset_fallback_counts()
     try:
         tpu_out = op(tpu_in[0], *tpu_in[1], **tpu_in[2])

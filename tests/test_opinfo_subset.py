@@ -29,6 +29,9 @@ SUBSET = [
     "nn.functional.interpolate.nearest", "nn.functional.interpolate.bilinear", "nn.functional.embedding",
     "nn.functional.embedding_bag", "nn.functional.cross_entropy", "nn.functional.nll_loss",
     "nn.functional.mse_loss", "nn.functional.binary_cross_entropy", "nn.functional.scaled_dot_product_attention",
+    "nn.functional.pad.reflect",
+    # linear algebra decompositions, special functions, grouping
+    "linalg.solve", "linalg.cholesky", "linalg.qr", "linalg.svdvals", "special.bessel_j0", "igamma",
 ]
 
 BY_NAME = {entry_name(o): o for o in op_db}

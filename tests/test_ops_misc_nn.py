@@ -89,6 +89,13 @@ def test_multi_margin_loss(p, reduction):
                                                   reduction=reduction), x)
 
 
+def test_multi_margin_loss_of_a_scalar_input():
+    # a 0-dim input is one sample with one class (this once crashed the lowering)
+    check_with_grad(lambda t: F.multi_margin_loss(t, torch.tensor(0, device=t.device)), torch.tensor(0.7))
+    check_with_grad(lambda t: F.multi_margin_loss(t, torch.tensor([0], device=t.device), reduction="none"),
+                    torch.tensor([0.3]))
+
+
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
 def test_multilabel_margin_loss(reduction):
     x = rand(4, 5)

@@ -88,3 +88,15 @@ def test_orthogonal_polynomials(fn):
     assert_close(got, want, rtol=1e-9, atol=1e-9)
     # a Python-number degree
     assert_close(*run_both(lambda a: fn(a, 5), x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fn", [torch.igamma, torch.igammac], ids=["igamma", "igammac"])
+def test_incomplete_gamma(fn):
+    g = torch.Generator().manual_seed(0)
+    a = torch.cat([torch.rand(300, generator=g) * 20, torch.tensor([0.0, 0.0, 1.0, 5.0, 100.0, 1000.0])])
+    x = torch.cat([torch.rand(300, generator=g) * 30, torch.tensor([0.0, 1.0, 0.0, float("inf"), 90.0, 1010.0])])
+    specials_a = torch.tensor([float("inf"), -1.0, float("nan"), 2.0, float("inf")])
+    specials_x = torch.tensor([3.0, 1.0, 1.0, -1.0, float("inf")])
+    a, x = torch.cat([a, specials_a]).double(), torch.cat([x, specials_x]).double()
+    assert_close(*run_both(fn, a, x), rtol=1e-8, atol=1e-9)
+    assert_close(*run_both(fn, a.float(), x.float()), rtol=1e-5, atol=2e-6)

@@ -237,10 +237,13 @@ at::Tensor& k_multi_margin_out(const at::Tensor& self, const at::Tensor& target,
   check_margin_target(self, target, "multi_margin_loss");
   TORCH_CHECK(p.toLong() == 1 || p.toLong() == 2, "multi_margin_loss: only p == 1 and p == 2 supported");
   OpRunner r("multi_margin_loss", "aten::multi_margin_loss");
-  r.input(self).input(target, at::kLong);
+  r.input(self.dim() == 0 ? self.reshape({1}) : self).input(target.reshape({-1}), at::kLong);  // 0-dim: one class
   if (given(weight)) r.input(*weight, self.scalar_type());
   r.attrs().set_int("p", p.toLong()).set_float("margin", margin.toDouble()).set_int("reduction", reduction).set_bool("has_weight", given(weight));
-  return write_out(r.run1(), out);
+  at::Tensor loss = r.run1();
+  // an unbatched input's unreduced loss takes the target's shape ([] or [1])
+  if (reduction == at::Reduction::None && self.dim() <= 1) loss = loss.reshape(target.sizes());
+  return write_out(loss, out);
 }
 
 at::Tensor& k_multi_margin_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
@@ -248,10 +251,10 @@ at::Tensor& k_multi_margin_backward_out(const at::Tensor& grad, const at::Tensor
                                         const std::optional<at::Tensor>& weight, int64_t reduction,
                                         at::Tensor& grad_input) {
   OpRunner r("multi_margin_loss_backward", "aten::multi_margin_loss_backward");
-  r.input(grad, self.scalar_type()).input(self).input(target, at::kLong);
+  r.input(grad, self.scalar_type()).input(self.dim() == 0 ? self.reshape({1}) : self).input(target.reshape({-1}), at::kLong);
   if (given(weight)) r.input(*weight, self.scalar_type());
   r.attrs().set_int("p", p.toLong()).set_float("margin", margin.toDouble()).set_int("reduction", reduction).set_bool("has_weight", given(weight));
-  return write_out(r.run1(), grad_input);
+  return write_out(r.run1().reshape(self.sizes()), grad_input);
 }
 
 at::Tensor k_multi_margin(const at::Tensor& self, const at::Tensor& target, const at::Scalar& p,

@@ -90,6 +90,8 @@ const Entry kEntries[] = {
     {"special_bessel_y1.out", {"y1", Promote::kFloat}},
     {"special_spherical_bessel_j0.out", {"spherical_j0", Promote::kFloat}},
     {"special_airy_ai.out", {"airy_ai", Promote::kFloat}},
+    {"igamma.out", {"igamma", Promote::kFloat}},
+    {"igammac.out", {"igammac", Promote::kFloat}},
     {"special_entr.out", {"entr", Promote::kFloat}},
     {"special_erfcx.out", {"erfcx", Promote::kFloat}},
     {"special_log_ndtr.out", {"log_ndtr", Promote::kFloat}},

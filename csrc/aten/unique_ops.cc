@@ -25,7 +25,8 @@ std::pair<at::Tensor, at::Tensor> runs(const at::Tensor& rows) {
   return {flags, at::cumsum(flags, 0) - 1};
 }
 
-Result finish(const at::Tensor& unique, const at::Tensor& group, const at::Tensor& order, int64_t n,
+// `count` unique values/slices; `group` the run index of each of the n sorted elements.
+Result finish(const at::Tensor& unique, int64_t count, const at::Tensor& group, const at::Tensor& order, int64_t n,
               const at::Tensor& like, at::IntArrayRef inverse_shape, bool return_inverse, bool return_counts) {
   at::Tensor inverse = empty_long(like), counts = empty_long(like);
   if (return_inverse) {
@@ -33,8 +34,7 @@ Result finish(const at::Tensor& unique, const at::Tensor& group, const at::Tenso
     inverse = inverse.reshape(inverse_shape);
   }
   if (return_counts) {
-    const int64_t m = unique.dim() == 0 ? 1 : unique.size(0);
-    counts = at::zeros({m}, like.options().dtype(at::kLong)).scatter_add_(0, group, at::ones_like(group));
+    counts = at::zeros({count}, like.options().dtype(at::kLong)).scatter_add_(0, group, at::ones_like(group));
   }
   return {unique, inverse, counts};
 }
@@ -45,8 +45,8 @@ Result unique_flat(const at::Tensor& self, bool sort, bool return_inverse, bool 
   at::Tensor order;
   if (sort) std::tie(flat, order) = at::sort(flat, 0);
   auto [flags, group] = runs(flat.unsqueeze(1));
-  return finish(at::masked_select(flat, flags), group, order, flat.numel(), self, self.sizes(), return_inverse,
-                return_counts);
+  at::Tensor unique = at::masked_select(flat, flags);
+  return finish(unique, unique.numel(), group, order, flat.numel(), self, self.sizes(), return_inverse, return_counts);
 }
 
 // Unique slices along `dim`, compared as whole rows; `sort` orders them lexicographically.
@@ -71,10 +71,11 @@ Result unique_slices(const at::Tensor& self, int64_t dim, bool sort, bool return
   }
   auto [flags, group] = runs(rows);
   at::Tensor unique = rows.index_select(0, at::nonzero(flags).reshape({-1}));
-  std::vector<int64_t> shape{unique.size(0)};
+  const int64_t count = unique.size(0);
+  std::vector<int64_t> shape{count};
   shape.insert(shape.end(), rest.begin(), rest.end());
   unique = unique.reshape(shape).movedim(0, dim);
-  return finish(unique, group, order, n, self, {n}, return_inverse, return_counts);
+  return finish(unique, count, group, order, n, self, {n}, return_inverse, return_counts);
 }
 
 Result k_unique2(const at::Tensor& self, bool sorted, bool return_inverse, bool return_counts) {

@@ -162,11 +162,12 @@ std::vector<Value> lower_convolution_backward(Context& ctx, const std::vector<Va
   return out;
 }
 
-const bool registered = [] {
-  register_lowering("convolution", lower_convolution);
-  register_lowering("convolution_backward", lower_convolution_backward);
-  return true;
-}();
+const LoweringEntry kConvolution[] = {
+    {"convolution", lower_convolution},
+    {"convolution_backward", lower_convolution_backward},
+};
+
+TPU_REGISTER_LOWERINGS(kConvolution);
 
 }  // namespace
 }  // namespace tpu::lowering

@@ -218,14 +218,15 @@ Args lower_embedding_renorm(Context& ctx, const Args& in) {
   return {b.mul(w, b.broadcast_in_dim(scale, wd, {0}))};
 }
 
-const bool registered = [] {
-  register_lowering("embedding_renorm", lower_embedding_renorm);
-  register_lowering("embedding_backward", lower_embedding_backward);
-  register_lowering("embedding_bag", lower_embedding_bag);
-  register_lowering("embedding_bag_backward", lower_embedding_bag_backward);
-  register_lowering("embedding_bag_psw_backward", lower_embedding_bag_psw_backward);
-  return true;
-}();
+const LoweringEntry kEmbedding[] = {
+    {"embedding_renorm", lower_embedding_renorm},
+    {"embedding_backward", lower_embedding_backward},
+    {"embedding_bag", lower_embedding_bag},
+    {"embedding_bag_backward", lower_embedding_bag_backward},
+    {"embedding_bag_psw_backward", lower_embedding_bag_psw_backward},
+};
+
+TPU_REGISTER_LOWERINGS(kEmbedding);
 
 }  // namespace
 }  // namespace tpu::lowering

@@ -470,10 +470,7 @@ Args lower_pad_constant(Context& ctx, const Args& in) {
   return {b.pad(in[0], b.convert(in[1], b.dtype(in[0])), low, high, Dims(low.size(), 0))};
 }
 
-const struct {
-  const char* name;
-  LowerFn fn;
-} kIndexing[] = {
+const LoweringEntry kIndexing[] = {
     {"index", lower_index},
     {"index_put", lower_index_put},
     {"gather", lower_gather},
@@ -493,10 +490,7 @@ const struct {
     {"pad_constant", lower_pad_constant},
 };
 
-const bool registered = [] {
-  for (const auto& r : kIndexing) register_lowering(r.name, r.fn);
-  return true;
-}();
+TPU_REGISTER_LOWERINGS(kIndexing);
 
 }  // namespace
 }  // namespace tpu::lowering

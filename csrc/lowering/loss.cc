@@ -220,10 +220,7 @@ Args lower_soft_margin_backward(Context& ctx, const Args& in) {
   return {b.mul(g, reduce_grad(b, in[0], b.dims(g), ctx.attrs.get_int("reduction")))};
 }
 
-const struct {
-  const char* name;
-  LowerFn fn;
-} kLosses[] = {
+const LoweringEntry kLosses[] = {
     {"nll_loss", lower_nll_loss},
     {"nll_loss_backward", lower_nll_loss_backward},
     {"mse_loss", lower_mse},
@@ -238,10 +235,7 @@ const struct {
     {"soft_margin_loss_backward", lower_soft_margin_backward},
 };
 
-const bool registered = [] {
-  for (const auto& l : kLosses) register_lowering(l.name, l.fn);
-  return true;
-}();
+TPU_REGISTER_LOWERINGS(kLosses);
 
 }  // namespace
 }  // namespace tpu::lowering

@@ -520,10 +520,7 @@ Args lower_adaptive_max_pool(Context& ctx, const Args& in) {
   return {r[0], r[1]};
 }
 
-const struct {
-  const char* name;
-  LowerFn fn;
-} kMisc[] = {
+const LoweringEntry kMisc[] = {
     {"pad_index", lower_pad_index},
     {"pad_index_backward", lower_pad_index_backward},
     {"glu", lower_glu},
@@ -543,10 +540,7 @@ const struct {
     {"adaptive_max_pool", lower_adaptive_max_pool},
 };
 
-const bool registered = [] {
-  for (const auto& m : kMisc) register_lowering(m.name, m.fn);
-  return true;
-}();
+TPU_REGISTER_LOWERINGS(kMisc);
 
 }  // namespace
 }  // namespace tpu::lowering

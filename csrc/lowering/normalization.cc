@@ -233,15 +233,16 @@ Args lower_group_norm_backward(Context& ctx, const Args& in) {
   return out;
 }
 
-const bool registered = [] {
-  register_lowering("batch_norm", lower_batch_norm);
-  register_lowering("batch_norm_backward", lower_batch_norm_backward);
-  register_lowering("layer_norm", lower_layer_norm);
-  register_lowering("layer_norm_backward", lower_layer_norm_backward);
-  register_lowering("group_norm", lower_group_norm);
-  register_lowering("group_norm_backward", lower_group_norm_backward);
-  return true;
-}();
+const LoweringEntry kNormalization[] = {
+    {"batch_norm", lower_batch_norm},
+    {"batch_norm_backward", lower_batch_norm_backward},
+    {"layer_norm", lower_layer_norm},
+    {"layer_norm_backward", lower_layer_norm_backward},
+    {"group_norm", lower_group_norm},
+    {"group_norm_backward", lower_group_norm_backward},
+};
+
+TPU_REGISTER_LOWERINGS(kNormalization);
 
 }  // namespace
 }  // namespace tpu::lowering

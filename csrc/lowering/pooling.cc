@@ -227,13 +227,14 @@ Args lower_avg_pool_backward(Context& ctx, const Args& in) {
   return {b.convert(b.reshape(dx, b.dims(in[1])), t)};
 }
 
-const bool registered = [] {
-  register_lowering("max_pool", lower_max_pool);
-  register_lowering("max_pool_backward", lower_max_pool_backward);
-  register_lowering("avg_pool", lower_avg_pool);
-  register_lowering("avg_pool_backward", lower_avg_pool_backward);
-  return true;
-}();
+const LoweringEntry kPooling[] = {
+    {"max_pool", lower_max_pool},
+    {"max_pool_backward", lower_max_pool_backward},
+    {"avg_pool", lower_avg_pool},
+    {"avg_pool_backward", lower_avg_pool_backward},
+};
+
+TPU_REGISTER_LOWERINGS(kPooling);
 
 }  // namespace
 }  // namespace tpu::lowering

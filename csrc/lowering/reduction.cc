@@ -273,10 +273,7 @@ Args lower_logsumexp(Context& ctx, const Args& in) {
   return {finish(ctx, b.add(b.unary("stablehlo.log", s), m), b.dims(x), dims)};
 }
 
-const struct {
-  const char* name;
-  LowerFn fn;
-} kReductions[] = {
+const LoweringEntry kReductions[] = {
     {"sum", [](Context& c, const Args& a) { return simple(c, a, ReduceKind::kSum); }},
     {"prod", [](Context& c, const Args& a) { return simple(c, a, ReduceKind::kProd); }},
     {"amax", [](Context& c, const Args& a) { return simple(c, a, ReduceKind::kMax); }},
@@ -301,10 +298,7 @@ const struct {
     {"log_softmax_backward", [](Context& c, const Args& a) { return lower_softmax_backward(c, a, true); }},
 };
 
-const bool registered = [] {
-  for (const auto& r : kReductions) register_lowering(r.name, r.fn);
-  return true;
-}();
+TPU_REGISTER_LOWERINGS(kReductions);
 
 }  // namespace
 }  // namespace tpu::lowering

@@ -17,6 +17,11 @@ void register_lowering(const char* name, LowerFn fn) {
   if (!inserted) throw std::logic_error(std::string("lowering registered twice: ") + name);
 }
 
+bool register_lowerings(const LoweringEntry* entries, size_t count) {
+  for (size_t i = 0; i < count; ++i) register_lowering(entries[i].name, entries[i].fn);
+  return true;
+}
+
 const LowerFn* find_lowering(const std::string& name) {
   auto it = table().find(name);
   return it == table().end() ? nullptr : &it->second;

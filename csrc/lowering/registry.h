@@ -21,6 +21,13 @@ struct Context {
 using LowerFn = std::function<std::vector<hlo::Value>(Context& ctx, const std::vector<hlo::Value>& inputs)>;
 
 void register_lowering(const char* name, LowerFn fn);
+
+// A family's lowerings as a table (see TPU_REGISTER_LOWERINGS).
+struct LoweringEntry {
+  const char* name;
+  LowerFn fn;
+};
+bool register_lowerings(const LoweringEntry* entries, size_t count);
 // nullptr when no lowering is registered under `name`.
 const LowerFn* find_lowering(const std::string& name);
 std::vector<std::string> registered_lowerings();
@@ -33,3 +40,7 @@ std::vector<std::string> registered_lowerings();
 #define TPU_REGISTER_LOWERING(name, fn)                                                   \
   static const bool TPU_LOWERING_CONCAT(tpu_lowering_registered_, __COUNTER__) =          \
       (::tpu::lowering::register_lowering(name, fn), true)
+// Registers every entry of the array `table` at static-initialisation time.
+#define TPU_REGISTER_LOWERINGS(table)                                                     \
+  static const bool TPU_LOWERING_CONCAT(tpu_lowerings_registered_, __COUNTER__) =         \
+      ::tpu::lowering::register_lowerings(table, sizeof(table) / sizeof((table)[0]))

@@ -175,13 +175,14 @@ std::vector<Value> lower_upsample_backward(Context& ctx, const std::vector<Value
   return {b.convert(g, t)};
 }
 
-const bool registered = [] {
-  register_lowering("adaptive_avg_pool", lower_adaptive_avg_pool);
-  register_lowering("adaptive_avg_pool_backward", lower_adaptive_avg_pool_backward);
-  register_lowering("upsample", lower_upsample);
-  register_lowering("upsample_backward", lower_upsample_backward);
-  return true;
-}();
+const LoweringEntry kResample[] = {
+    {"adaptive_avg_pool", lower_adaptive_avg_pool},
+    {"adaptive_avg_pool_backward", lower_adaptive_avg_pool_backward},
+    {"upsample", lower_upsample},
+    {"upsample_backward", lower_upsample_backward},
+};
+
+TPU_REGISTER_LOWERINGS(kResample);
 
 }  // namespace
 }  // namespace tpu::lowering

@@ -186,19 +186,13 @@ Args lower_logcumsumexp(Context& ctx, const Args& in) {
   return {inclusive_scan(b, x, ctx.attrs.get_int("dim"), b.constant(b.dtype(x), -INFINITY), logaddexp)};
 }
 
-const struct {
-  const char* name;
-  LowerFn fn;
-} kSearch[] = {
+const LoweringEntry kSearch[] = {
     {"searchsorted", lower_searchsorted}, {"isin", lower_isin},   {"bincount", lower_bincount},
     {"histc", lower_histc},               {"cdist", lower_cdist}, {"cross", lower_cross},
     {"max_unpool", lower_max_unpool},     {"logcumsumexp", lower_logcumsumexp},
 };
 
-const bool registered = [] {
-  for (const auto& s : kSearch) register_lowering(s.name, s.fn);
-  return true;
-}();
+TPU_REGISTER_LOWERINGS(kSearch);
 
 }  // namespace
 }  // namespace tpu::lowering

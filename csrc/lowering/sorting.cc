@@ -52,11 +52,12 @@ Args lower_topk(Context& ctx, const Args& in) {
   return {b.slice(sorted[0], start, limit, strides), b.slice(sorted[1], start, limit, strides)};
 }
 
-const bool registered = [] {
-  register_lowering("sort", lower_sort);
-  register_lowering("topk", lower_topk);
-  return true;
-}();
+const LoweringEntry kSorting[] = {
+    {"sort", lower_sort},
+    {"topk", lower_topk},
+};
+
+TPU_REGISTER_LOWERINGS(kSorting);
 
 }  // namespace
 }  // namespace tpu::lowering

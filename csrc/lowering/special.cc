@@ -1,5 +1,5 @@
 // Special functions: modified Bessel I0/I1/K0/K1 (and their exponentially scaled forms),
-// Bessel J0/J1/Y0/Y1, Airy Ai, spherical j0, entr, xlog1py, erfcx, log_ndtr, ndtri, and the orthogonal
+// Bessel J0/J1/Y0/Y1, Airy Ai, incomplete gamma, spherical j0, entr, xlog1py, erfcx, log_ndtr, ndtri, and the orthogonal
 // polynomial families (Chebyshev T/U/V/W and shifted, Hermite H/He, Laguerre, Legendre).
 //
 // Everything is evaluated in float64: power series for small arguments, the classical
@@ -238,6 +238,70 @@ Value airy_ai(Builder& b, Value x) {
   return b.select(eq(b, op(b, "stablehlo.abs", x), INFINITY), c(b, x, NAN), r);
 }
 
+// Regularized incomplete gamma P(a, x) (or Q = 1 - P when `upper`): the power series where
+// x < a + 1 and Lentz's continued fraction for Q elsewhere, iterated in one while loop until
+// every element has converged (at most 2000 steps), with ATen's special values.
+Value incomplete_gamma(Builder& b, Value a_in, Value x_in, bool upper) {
+  Value a = f64(b, a_in), x = f64(b, x_in);
+  const TensorType t = b.type(a);
+  constexpr double kEps = 1e-16, kTiny = 1e-300;
+  Value use_series = lt(b, b.sub(x, b.add(a, c(b, a, 1.0))), 0.0);
+  Value safe_a = b.max(a, c(b, a, 1e-300));
+  Value safe_x = b.max(x, c(b, x, 1e-300));
+  Value cf_b0 = b.sub(b.add(safe_x, c(b, x, 1.0)), safe_a);
+  hlo::Dims all_dims;
+  for (int64_t i = 0; i < t.rank(); ++i) all_dims.push_back(i);
+  // state: i, series term, series sum, cf b, c, d, h, done
+  Args init{b.constant(kF64, 1), c(b, a, 1.0), c(b, a, 1.0), cf_b0, c(b, a, 1.0 / kTiny),
+            b.div(c(b, a, 1.0), cf_b0), b.div(c(b, a, 1.0), cf_b0), b.full(TensorType{ElementType::kBool, t.dims}, 0)};
+  auto out = b.while_loop(
+      init,
+      [&](const Args& s) {
+        Value all_done = b.reduce(s[7], b.constant(ElementType::kBool, 1), all_dims, hlo::ReduceKind::kAnd);
+        return Args{b.binary("stablehlo.and", b.compare(s[0], b.constant(kF64, 2000), Compare::kLT),
+                             b.unary("stablehlo.not", all_done))};
+      },
+      [&](const Args& s) {
+        Value i = b.broadcast_in_dim(s[0], t.dims, {});
+        Value term = b.mul(s[1], b.div(safe_x, b.add(safe_a, i)));
+        Value sum = b.add(s[2], term);
+        Value an = b.mul(b.neg(i), b.sub(i, safe_a));
+        Value bb = b.add(s[3], c(b, a, 2.0));
+        Value d = b.add(b.mul(an, s[5]), bb);
+        d = b.select(lt(b, op(b, "stablehlo.abs", d), kTiny), c(b, a, kTiny), d);
+        Value cc = b.add(bb, b.div(an, s[4]));
+        cc = b.select(lt(b, op(b, "stablehlo.abs", cc), kTiny), c(b, a, kTiny), cc);
+        d = b.div(c(b, a, 1.0), d);
+        Value del = b.mul(d, cc);
+        Value h = b.mul(s[6], del);
+        Value series_done = b.compare(op(b, "stablehlo.abs", term), b.mul(op(b, "stablehlo.abs", sum), c(b, a, kEps)), Compare::kLE);
+        Value cf_done = lt(b, op(b, "stablehlo.abs", b.sub(del, c(b, a, 1.0))), kEps);
+        Value done = b.binary("stablehlo.or", s[7], b.select(use_series, series_done, cf_done));
+        return Args{b.add(s[0], b.constant(kF64, 1)), term, sum, bb, cc, d, h, done};
+      });
+  Value log_x = op(b, "stablehlo.log", safe_x);
+  Value p_series = b.mul(op(b, "stablehlo.exponential",
+                            b.sub(b.sub(b.mul(safe_a, log_x), safe_x), op(b, "chlo.lgamma", b.add(safe_a, c(b, a, 1.0))))),
+                         out[2]);
+  Value q_cf = b.mul(op(b, "stablehlo.exponential", b.sub(b.sub(b.mul(safe_a, log_x), safe_x), op(b, "chlo.lgamma", safe_a))),
+                     out[6]);
+  Value p = b.select(use_series, p_series, b.sub(c(b, a, 1.0), q_cf));
+  Value q = b.select(use_series, b.sub(c(b, a, 1.0), p_series), q_cf);
+  Value r = upper ? q : p;
+  // special values (ATen): x == 0 -> P = 0; a == 0 (x > 0) -> P = 1; x = inf -> P = 1;
+  // a = inf (x finite) -> P = 0; negative arguments, NaNs, a = x = 0 and a = x = inf -> NaN
+  auto pick = [&](double p_value) { return c(b, a, upper ? 1.0 - p_value : p_value); };
+  r = b.select(eq(b, x, 0.0), pick(0.0), r);
+  r = b.select(b.binary("stablehlo.and", eq(b, a, 0.0), b.compare(x, c(b, x, 0.0), Compare::kGT)), pick(1.0), r);
+  r = b.select(eq(b, x, INFINITY), pick(1.0), r);
+  r = b.select(b.binary("stablehlo.and", eq(b, a, INFINITY), b.compare(x, c(b, x, INFINITY), Compare::kLT)), pick(0.0), r);
+  Value invalid = b.binary("stablehlo.or", lt(b, a, 0.0), lt(b, x, 0.0));
+  invalid = b.binary("stablehlo.or", invalid, b.binary("stablehlo.or", is_nan(b, a), is_nan(b, x)));
+  invalid = b.binary("stablehlo.or", invalid, b.binary("stablehlo.and", eq(b, a, 0.0), eq(b, x, 0.0)));
+  invalid = b.binary("stablehlo.or", invalid, b.binary("stablehlo.and", eq(b, a, INFINITY), eq(b, x, INFINITY)));
+  return back(b, b.select(invalid, c(b, a, NAN), r), a_in);
+}
+
 Value erfcx(Builder& b, Value x) {
   Value direct = b.mul(op(b, "stablehlo.exponential", b.mul(x, x)), op(b, "chlo.erfc", x));
   Value xl = b.max(x, c(b, x, 1.0));
@@ -357,6 +421,8 @@ const PointwiseEntry kSpecial[] = {
     {"j1", [](Context& ctx, const Args& a) { return bessel_j(ctx, a, 1); }},
     {"y0", [](Context& ctx, const Args& a) { return bessel_y(ctx, a, 0); }},
     {"y1", [](Context& ctx, const Args& a) { return bessel_y(ctx, a, 1); }},
+    {"igamma", [](Context& ctx, const Args& a) { return incomplete_gamma(ctx.b, a[0], a[1], false); }},
+    {"igammac", [](Context& ctx, const Args& a) { return incomplete_gamma(ctx.b, a[0], a[1], true); }},
     {"airy_ai", [](Context& ctx, const Args& a) { return back(ctx.b, airy_ai(ctx.b, f64(ctx.b, a[0])), a[0]); }},
     {"spherical_j0", [](Context& ctx, const Args& a) {
        auto& b = ctx.b;

@@ -53,6 +53,8 @@ def entry_name(op):
 
 
 def _setup_worker_imports():
+    # OpInfo samples try many shapes on purpose: no recompilation warnings.
+    os.environ.setdefault("TORCH_TPU_SHAPE_CHURN_LIMIT", "0")
     snapshot = os.environ.get("TORCH_TPU_SWEEP_SNAPSHOT")
     if snapshot:
         # The editable install's import hook would find the live build; use the snapshot.

@@ -1,6 +1,7 @@
 """Train a small Llama-style language model on the `tpu` device.
 
-    python examples/train_llama.py [--steps N] [--device tpu|cpu] [--amp] [--check-cpu]
+    python examples/train_llama.py [--steps N] [--device tpu|cpu] [--mode strict|fused|debug]
+                                   [--amp] [--check-cpu N]
 
 The corpus is synthetic but learnable: byte sequences made of short words drawn from a fixed
 vocabulary with a fixed grammar (each word is usually followed by one of a few others), so the
@@ -92,12 +93,16 @@ def main():
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--log-every", type=int, default=25)
     parser.add_argument("--device", default="tpu")
+    parser.add_argument("--mode", default="strict", choices=["strict", "fused", "debug"],
+                        help="eager execution mode on tpu (torch_tpu.execution_mode)")
     parser.add_argument("--amp", action="store_true", help="bfloat16 autocast")
     parser.add_argument("--check-cpu", type=int, default=0, metavar="STEPS",
                         help="also train STEPS steps on the CPU and compare the loss curves")
     args = parser.parse_args()
 
     device = torch.device(args.device)
+    if device.type == "tpu":
+        torch_tpu.execution_mode.set_mode(args.mode)
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=256, dim=args.dim, n_layers=args.layers, n_heads=4, n_kv_heads=2,
                       hidden_dim=args.dim * 4, max_seq_len=args.seq)
@@ -105,7 +110,8 @@ def main():
     params = sum(v.numel() for v in init_state.values())
     name = torch.tpu.get_device_name() if device.type == "tpu" else "host"
     print(f"device: {device} ({name}); Llama {args.layers} layers, dim {args.dim}, {params / 1e6:.2f}M parameters; "
-          f"batch {args.batch} x {args.seq} tokens; AdamW{'; bf16 autocast' if args.amp else ''}")
+          f"batch {args.batch} x {args.seq} tokens; AdamW{'; bf16 autocast' if args.amp else ''}"
+          f"{'; ' + args.mode + ' eager' if device.type == 'tpu' else ''}")
     print(f"uniform-guess loss: {math.log(256):.3f}")
 
     losses, rate, seconds = train(device, args, init_state, args.steps)
@@ -113,7 +119,8 @@ def main():
           f"{rate * args.batch * args.seq:.0f} tokens/s after warm-up")
     if device.type == "tpu":
         stats = torch.tpu.compilation_cache_stats()
-        print(f"compiled {stats['compiles']} executables ({stats['compile_seconds']:.1f}s); "
+        print(f"compiled {stats['compiles']} executables ({stats['compile_seconds']:.1f}s), "
+              f"loaded {stats['disk_loads']} from the disk cache; "
               f"CPU fallbacks: {sum(torch_tpu.fallback_counts().values())}")
     if args.check_cpu and device.type == "tpu":
         steps = min(args.check_cpu, args.steps)

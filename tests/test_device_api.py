@@ -92,8 +92,10 @@ def test_streams_and_events():
 
 def test_plugin_is_the_installed_cpu_plugin():
     props = torch.tpu.get_device_properties()
-    assert props.plugin.endswith("xla_cpu_pjrt.so")
+    import fastatomstruct_xla_cpu
+    assert props.plugin == fastatomstruct_xla_cpu.library_path()
     assert torch_tpu._plugin.default_plugin_path() == props.plugin
+    assert props.pjrt_api_version.startswith("0.")
 
 
 @pytest.mark.parametrize("bad", ["tpu:7", 7])

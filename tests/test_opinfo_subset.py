@@ -5,6 +5,8 @@ forward where the OpInfo supports them) against the CPU, with no CPU fallback.""
 import pytest
 from torch.testing._internal.common_methods_invocations import op_db
 
+import torch_tpu
+
 from conformance.opinfo_sweep import check_op, entry_name
 
 SUBSET = [
@@ -35,6 +37,15 @@ SUBSET = [
 ]
 
 BY_NAME = {entry_name(o): o for o in op_db}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_churn_warnings():
+    """OpInfo samples try many shapes on purpose: no recompilation warnings while they run."""
+    old = torch_tpu._C._shape_churn_limit()
+    torch_tpu._C._set_shape_churn_limit(0)
+    yield
+    torch_tpu._C._set_shape_churn_limit(old)
 
 # Unstable sorts order equal elements arbitrarily (the CPU's order is an implementation detail),
 # so sort and topk are checked where ties are rare.

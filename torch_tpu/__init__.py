@@ -25,6 +25,7 @@ torch._register_device_module("tpu", tpu)
 torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
 
 from . import _backends  # noqa: E402,F401  (torch.backends.tpu)
+from . import execution_mode  # noqa: E402
 
 # torch.autocast("tpu") without a dtype uses bfloat16, the accelerator's native reduced type.
 torch.set_autocast_dtype("tpu", torch.bfloat16)
@@ -38,6 +39,7 @@ from ._fallback import (  # noqa: E402
 __version__ = "0.1.0"
 
 __all__ = [
+    "execution_mode",
     "fallback_counts",
     "get_fallback_mode",
     "reset_fallback_counts",

@@ -96,7 +96,8 @@ void device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_block
 
 void device_to_device(const at::Tensor& src, const at::Tensor& dst) {
   if (tpu_index(src) == tpu_index(dst)) {
-    auto contents = storage(src).contents();
+    // A pending source (Fused Eager) is copied by a recorded op instead of being flushed.
+    auto contents = storage(src).pending() ? DeviceStorage::Contents{} : storage(src).contents();
     if (src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes() &&
         is_whole_buffer(src, contents) && covers_storage(dst)) {
       // Buffers are immutable, so the destination can share the source's.

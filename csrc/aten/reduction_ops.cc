@@ -134,7 +134,6 @@ at::Tensor logic(const char* lowering, const char* label, const at::Tensor& self
   r.attrs().set_dtype("out_dtype", element_type(out_dtype));
   return r.run1();
 }
-at::ScalarType logic_dtype(const at::Tensor& self) { return self.scalar_type() == at::kByte ? at::kByte : at::kBool; }
 at::Tensor& k_all_all_out(const at::Tensor& self, at::Tensor& out) {
   return write_out(logic("all", "aten::all", self, std::nullopt, false, out.scalar_type()), out);
 }

@@ -91,7 +91,7 @@ at::Tensor empty_on(at::IntArrayRef sizes, at::ScalarType dtype, int device) {
 
 at::Tensor wrap(exec::FreshOutput out, int device, const char* writer) {
   at::Tensor t = empty_on(out.type.dims, scalar_type(out.type.dtype), device);
-  storage(t).set_contents(std::move(out.buffer), out.type, writer);
+  exec::Executor::get().assign(storage(t), std::move(out), writer);
   return t;
 }
 

@@ -27,7 +27,7 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_nbytes) {
     call.outputs.push_back(std::nullopt);
     call.device = s.device();
     auto out = exec::Executor::get().run(call);
-    s.set_contents(std::move(out[0].buffer), out[0].type, call.label);
+    exec::Executor::get().assign(s, std::move(out[0]), call.label);
   }
   s.set_nbytes(new_nbytes);
   allocator().account_resize(s.device(), old_nbytes, new_nbytes);

@@ -1,22 +1,45 @@
 #include "exec/executor.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <stdexcept>
 
 #include "cache/fingerprint.h"
+#include "exec/fused_graph.h"
 #include "pjrt/compile_options.h"
 #include "runtime/runtime.h"
 
 namespace tpu::exec {
 
 namespace {
+
 constexpr size_t kMaxPrograms = 16384;
 
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' && std::string(v) != "0";
+// Shape churn is counted per op and kind of call (input dtypes and ranks): an op used with many
+// shapes of different ranks across a model is normal, one call pattern seeing many shapes is not.
+std::string churn_group(const OpCall& call) {
+  std::string g = call.label;
+  g += " (";
+  for (size_t i = 0; i < call.inputs.size(); ++i) {
+    const Input& in = call.inputs[i];
+    if (i) g += ", ";
+    g += in.kind == Input::Kind::kScalar ? std::string("scalar")
+                                         : std::string(display_name(in.view.dtype)) + "[rank " +
+                                               std::to_string(in.view.sizes.size()) + "]";
+  }
+  return g + ")";
 }
+
+std::string input_shapes(const OpCall& call) {
+  std::string s;
+  for (const Input& in : call.inputs) {
+    if (!s.empty()) s += ", ";
+    s += in.kind == Input::Kind::kScalar ? "scalar" : hlo::dims_str(in.view.sizes);
+  }
+  return s;
+}
+
 }  // namespace
 
 Executor& Executor::get() {
@@ -24,8 +47,7 @@ Executor& Executor::get() {
   return *executor;
 }
 
-Executor::Executor() {
-  blocking_ = env_flag("TPU_LAUNCH_BLOCKING");
+Executor::Executor() : fused_(std::make_unique<FusedGraph>(*this)) {
   if (const char* d = std::getenv("TORCH_TPU_DUMP_HLO")) dump_dir_ = d;
 }
 
@@ -34,9 +56,70 @@ ExecutorStats Executor::stats() const {
   return stats_;
 }
 
-std::shared_ptr<const Executor::Program> Executor::program_for(const OpCall& call,
-                                                               const CallLayout& layout) {
-  const std::string key = signature(call, layout);
+void Executor::clear_cache(bool disk) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    programs_.clear();
+  }
+  fused_->clear_programs();
+  executables_.clear(disk);
+}
+
+double Executor::replay_last_raw(int iterations) {
+  LastRun last;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last = last_;
+  }
+  if (last.exe == nullptr) throw std::runtime_error("no per-op program has run yet");
+  runtime::Runtime& rt = runtime::Runtime::get();
+  std::vector<PJRT_Buffer*> args;
+  for (const auto& b : last.args) args.push_back(b->raw());
+  PJRT_Device* device = rt.device(last.device).raw;
+  const std::vector<int64_t> none;
+  std::vector<pjrt::LoadedExecutable::Result> in_flight;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) {
+    in_flight.push_back(last.exe->execute(args, device, none));
+    if (in_flight.size() >= 256) {
+      for (auto& r : in_flight) r.done->await();
+      in_flight.clear();
+    }
+  }
+  for (auto& r : in_flight) r.done->await();
+  in_flight.clear();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void Executor::count_execution() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.executions;
+}
+
+std::shared_ptr<pjrt::LoadedExecutable> Executor::compile(const std::string& mlir,
+                                                          const std::string& what) {
+  runtime::Runtime& rt = runtime::Runtime::get();
+  const std::string options = pjrt::serialize(pjrt::CompileOptions{});
+  // The key: program text, compile options, plugin identity and version, device kind.
+  const std::string description =
+      mlir + '\0' + options + '\0' + rt.identity() + '\0' + rt.device(0).kind;
+  return executables_.get_or_compile(
+      description,
+      [&] {
+        if (!dump_dir_.empty()) {
+          std::ofstream(dump_dir_ + "/" + cache::fingerprint(mlir).hex() + ".mlir") << mlir;
+        }
+        try {
+          return rt.client().compile(mlir, options);
+        } catch (const std::exception& e) {
+          throw std::runtime_error("torch_tpu could not compile " + what + ": " + e.what());
+        }
+      },
+      [&](const std::string& bytes) { return rt.client().deserialize(bytes); });
+}
+
+std::shared_ptr<const OpProgram> Executor::program_for(const OpCall& call, const CallLayout& layout,
+                                                       const std::string& key) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = programs_.find(key);
@@ -47,26 +130,32 @@ std::shared_ptr<const Executor::Program> Executor::program_for(const OpCall& cal
     ++stats_.signature_misses;
   }
   BuiltProgram built = build_program(call, layout);
-  runtime::Runtime& rt = runtime::Runtime::get();
-  const std::string options = pjrt::serialize(pjrt::CompileOptions{});
-  const std::string description = built.mlir + '\0' + options + '\0' + rt.identity();
-  auto program = std::make_shared<Program>();
+  auto program = std::make_shared<OpProgram>();
   program->plan = std::move(built.plan);
-  program->exe = executables_.get_or_compile(description, [&] {
-    if (!dump_dir_.empty()) {
-      std::ofstream(dump_dir_ + "/" + cache::fingerprint(built.mlir).hex() + ".mlir") << built.mlir;
-    }
-    try {
-      return rt.client().compile(built.mlir, options);
-    } catch (const std::exception& e) {
-      throw std::runtime_error(std::string("torch_tpu could not compile ") + call.label + ": " +
-                               e.what());
-    }
-  });
+  program->mlir = std::move(built.mlir);
+  program->label = call.label;
+  churn_.note_compile(churn_group(call), input_shapes(call));
   std::lock_guard<std::mutex> lock(mu_);
   if (programs_.size() >= kMaxPrograms) programs_.clear();
   programs_.emplace(key, program);
   return program;
+}
+
+std::shared_ptr<pjrt::LoadedExecutable> Executor::executable_of(const OpProgram& program) {
+  std::lock_guard<std::mutex> lock(program.mu);
+  if (program.exe == nullptr) {
+    program.exe = compile(program.mlir, program.label);
+    std::string().swap(const_cast<OpProgram&>(program).mlir);  // not needed any more
+  }
+  return program.exe;
+}
+
+void Executor::assign(runtime::DeviceStorage& storage, FreshOutput out, const char* writer) {
+  if (out.buffer == nullptr && out.pending >= 0) {
+    fused_->bind(&storage, out.pending);
+  } else {
+    storage.set_contents(std::move(out.buffer), out.type, writer);
+  }
 }
 
 void Executor::materialize(const OpCall& call, const std::vector<runtime::DeviceStorage*>& storages) {
@@ -91,11 +180,14 @@ void Executor::materialize(const OpCall& call, const std::vector<runtime::Device
     fill.outputs.push_back(std::nullopt);
     fill.device = s->device();
     auto result = run(fill);
-    s->set_contents(std::move(result[0].buffer), result[0].type, fill.label);
+    assign(*s, std::move(result[0]), fill.label);
   }
 }
 
 std::vector<FreshOutput> Executor::run(const OpCall& call) {
+  const EagerMode mode = eager_mode();
+  if (mode == EagerMode::kFused) return fused_->record(call);
+
   runtime::Runtime& rt = runtime::Runtime::get();
   CallLayout layout = layout_of(call);
   auto missing = unmaterialized(layout);
@@ -103,52 +195,47 @@ std::vector<FreshOutput> Executor::run(const OpCall& call) {
     materialize(call, missing);
     layout = layout_of(call);
   }
-  std::shared_ptr<const Program> program = program_for(call, layout);
+  std::shared_ptr<const OpProgram> program = program_for(call, layout, signature(call, layout));
+  std::shared_ptr<pjrt::LoadedExecutable> exe = executable_of(*program);
   const ProgramPlan& plan = program->plan;
 
-  std::vector<std::shared_ptr<pjrt::Buffer>> scalars;
-  std::vector<PJRT_Buffer*> args;
-  args.reserve(plan.args.size());
+  // The argument buffers, owned here until the execution has finished.
+  std::vector<std::shared_ptr<pjrt::Buffer>> owners;
+  owners.reserve(plan.args.size());
   for (const auto& arg : plan.args) {
-    switch (arg.kind) {
-      case ProgramPlan::Arg::Kind::kSlot:
-        args.push_back(layout.slots[arg.index].contents.buffer->raw());
-        break;
-      case ProgramPlan::Arg::Kind::kInputOffset:
-        scalars.push_back(scalars_.get(rt.client(), call.device,
-                                       ScalarValue::integral(ElementType::kI64, call.inputs[arg.index].view.offset)));
-        args.push_back(scalars.back()->raw());
-        break;
-      case ProgramPlan::Arg::Kind::kOutputOffset:
-        scalars.push_back(scalars_.get(rt.client(), call.device,
-                                       ScalarValue::integral(ElementType::kI64, call.outputs[arg.index]->view.offset)));
-        args.push_back(scalars.back()->raw());
-        break;
-      case ProgramPlan::Arg::Kind::kScalar:
-        scalars.push_back(scalars_.get(rt.client(), call.device, call.inputs[arg.index].scalar));
-        args.push_back(scalars.back()->raw());
-        break;
+    if (arg.kind == ProgramPlan::Arg::Kind::kSlot) {
+      owners.push_back(layout.slots[arg.index].contents.buffer);
+    } else {
+      owners.push_back(scalars_.get(rt.client(), call.device, runtime_value(call, arg)));
     }
   }
+  std::vector<PJRT_Buffer*> args;
+  args.reserve(owners.size());
+  for (const auto& b : owners) args.push_back(b->raw());
   // A buffer can be donated only when the storage and this call hold the sole references.
   std::vector<int64_t> non_donatable;
   for (int slot : plan.donatable_args) {
-    if (layout.slots[slot].contents.buffer.use_count() > 2) non_donatable.push_back(slot);
+    if (layout.slots[slot].contents.buffer.use_count() > 3) non_donatable.push_back(slot);
   }
 
   pjrt::LoadedExecutable::Result result;
   try {
-    result = program->exe->execute(args, rt.device(call.device).raw, non_donatable);
+    result = exe->execute(args, rt.device(call.device).raw, non_donatable);
   } catch (const std::exception& e) {
     throw std::runtime_error(runtime::device_error_message(call.label, e.what()));
   }
-  {
+  count_execution();
+  if (plan.donatable_args.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.executions;
+    last_ = LastRun{exe, owners, call.device};
   }
+  // Everything the execution touches stays alive until it has finished.
+  std::vector<std::shared_ptr<pjrt::Buffer>> keep = std::move(owners);
+  layout.slots.clear();  // the keep list holds the sole extra references now
   std::vector<FreshOutput> fresh;
   for (size_t i = 0; i < result.outputs.size(); ++i) {
     std::shared_ptr<pjrt::Buffer> buffer(std::move(result.outputs[i]));
+    keep.push_back(buffer);
     if (call.outputs[i]) {
       call.outputs[i]->storage->set_contents(std::move(buffer), plan.output_types[i], call.label);
     } else {
@@ -156,8 +243,8 @@ std::vector<FreshOutput> Executor::run(const OpCall& call) {
     }
   }
   runtime::WorkTracker& tracker = rt.tracker(call.device);
-  tracker.add(std::shared_ptr<pjrt::Event>(std::move(result.done)), call.label);
-  if (blocking_) tracker.synchronize();
+  tracker.add(std::shared_ptr<pjrt::Event>(std::move(result.done)), call.label, std::move(keep));
+  if (mode == EagerMode::kDebug) tracker.synchronize();
   return fresh;
 }
 

@@ -22,10 +22,10 @@ int find_slot(const CallLayout& layout, const runtime::DeviceStorage* s) {
   return -1;
 }
 
-int add_slot(CallLayout& layout, runtime::DeviceStorage* s) {
+int add_slot(CallLayout& layout, runtime::DeviceStorage* s, const SlotOf& slot_of) {
   int i = find_slot(layout, s);
   if (i >= 0) return i;
-  layout.slots.push_back(CallLayout::Slot{s, s->contents()});
+  layout.slots.push_back(slot_of(s));
   return static_cast<int>(layout.slots.size()) - 1;
 }
 
@@ -42,6 +42,14 @@ void put_dims(std::string& key, const hlo::Dims& d) {
 }  // namespace
 
 CallLayout layout_of(const OpCall& call) {
+  return layout_of(call, [](runtime::DeviceStorage* s) {
+    CallLayout::Slot slot{s, s->contents(), false};
+    slot.present = slot.contents.buffer != nullptr;
+    return slot;
+  });
+}
+
+CallLayout layout_of(const OpCall& call, const SlotOf& slot_of) {
   CallLayout L;
   for (const Input& in : call.inputs) {
     if (in.kind == Input::Kind::kScalar) {
@@ -49,10 +57,10 @@ CallLayout layout_of(const OpCall& call) {
       L.input_identity.push_back(false);
       continue;
     }
-    const int slot = add_slot(L, in.storage);
+    const int slot = add_slot(L, in.storage, slot_of);
     L.input_slot.push_back(slot);
     const auto& c = L.slots[slot].contents;
-    L.input_identity.push_back(c.buffer != nullptr && c.type.dtype == in.view.dtype &&
+    L.input_identity.push_back(L.slots[slot].present && c.type.dtype == in.view.dtype &&
                                in.view.offset == 0 &&
                                lowering::is_contiguous(in.view.sizes, in.view.strides) &&
                                in.view.numel() == c.type.numel());
@@ -68,7 +76,7 @@ CallLayout layout_of(const OpCall& call) {
         static_cast<size_t>(out->view.numel()) * element_size(out->view.dtype) ==
             out->storage->nbytes();
     L.output_whole.push_back(whole);
-    L.output_slot.push_back(whole ? find_slot(L, out->storage) : add_slot(L, out->storage));
+    L.output_slot.push_back(whole ? find_slot(L, out->storage) : add_slot(L, out->storage, slot_of));
   }
   return L;
 }
@@ -76,7 +84,7 @@ CallLayout layout_of(const OpCall& call) {
 std::vector<runtime::DeviceStorage*> unmaterialized(const CallLayout& layout) {
   std::vector<runtime::DeviceStorage*> out;
   for (const auto& slot : layout.slots) {
-    if (slot.contents.buffer == nullptr) out.push_back(slot.storage);
+    if (!slot.present) out.push_back(slot.storage);
   }
   return out;
 }
@@ -138,37 +146,43 @@ Value read_view(Builder& b, Value slot_param, const View& view, Value offset) {
 
 }  // namespace
 
-BuiltProgram build_program(const OpCall& call, const CallLayout& L) {
+ScalarValue runtime_value(const OpCall& call, ProgramPlan::Arg arg) {
+  switch (arg.kind) {
+    case ProgramPlan::Arg::Kind::kInputOffset:
+      return ScalarValue::integral(ElementType::kI64, call.inputs[arg.index].view.offset);
+    case ProgramPlan::Arg::Kind::kOutputOffset:
+      return ScalarValue::integral(ElementType::kI64, call.outputs[arg.index]->view.offset);
+    case ProgramPlan::Arg::Kind::kScalar:
+      return call.inputs[arg.index].scalar;
+    case ProgramPlan::Arg::Kind::kSlot:
+      break;
+  }
+  throw std::logic_error("a slot argument has no scalar value");
+}
+
+std::vector<EmittedOutput> emit_call(Builder& b, const OpCall& call, const CallLayout& L,
+                                     const std::vector<Value>& slot_values,
+                                     const RuntimeArg& runtime_arg) {
   const lowering::LowerFn* lower = lowering::find_lowering(call.op);
   if (lower == nullptr) {
     throw std::invalid_argument(std::string("torch_tpu has no lowering named '") + call.op +
                                 "' (needed by " + call.label + ")");
-  }
-  BuiltProgram out;
-  ProgramPlan& plan = out.plan;
-  Builder b;
-
-  std::vector<Value> slot_params;
-  for (size_t s = 0; s < L.slots.size(); ++s) {
-    slot_params.push_back(b.parameter(L.slots[s].contents.type));
-    plan.args.push_back({ProgramPlan::Arg::Kind::kSlot, static_cast<int>(s)});
   }
   const TensorType offset_type{ElementType::kI64, {}};
   std::vector<Value> values;
   for (size_t i = 0; i < call.inputs.size(); ++i) {
     const Input& in = call.inputs[i];
     if (in.kind == Input::Kind::kScalar) {
-      values.push_back(b.parameter(TensorType{in.scalar.dtype, {}}));
-      plan.args.push_back({ProgramPlan::Arg::Kind::kScalar, static_cast<int>(i)});
+      values.push_back(runtime_arg(TensorType{in.scalar.dtype, {}},
+                                   {ProgramPlan::Arg::Kind::kScalar, static_cast<int>(i)}));
       continue;
     }
-    Value slot = slot_params[L.input_slot[i]];
+    Value slot = slot_values[L.input_slot[i]];
     Value v;
     if (L.input_identity[i]) {
       v = b.reshape(slot, in.view.sizes);
     } else {
-      Value offset = b.parameter(offset_type);
-      plan.args.push_back({ProgramPlan::Arg::Kind::kInputOffset, static_cast<int>(i)});
+      Value offset = runtime_arg(offset_type, {ProgramPlan::Arg::Kind::kInputOffset, static_cast<int>(i)});
       v = read_view(b, slot, in.view, offset);
     }
     values.push_back(lowering::cast(b, v, in.compute));
@@ -183,11 +197,11 @@ BuiltProgram build_program(const OpCall& call, const CallLayout& L) {
   }
 
   std::vector<bool> slot_written(L.slots.size(), false);
-  std::vector<Value> program_outputs;
+  std::vector<EmittedOutput> outputs;
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& target = call.outputs[i];
     if (!target) {
-      program_outputs.push_back(results[i]);
+      outputs.push_back({results[i], -1});
       continue;
     }
     const View& view = target->view;
@@ -201,32 +215,51 @@ BuiltProgram build_program(const OpCall& call, const CallLayout& L) {
       }
       slot_written[slot] = true;
     }
-    const int out_index = static_cast<int>(program_outputs.size());
     if (L.output_whole[i]) {
+      int alias = -1;
       if (slot >= 0 && L.slots[slot].contents.type.dtype == view.dtype) {
         v = b.reshape(v, L.slots[slot].contents.type.dims);
-        b.alias_parameter_to_output(slot_params[slot], out_index);
-        plan.donatable_args.push_back(slot);
+        alias = slot;
       }
-      program_outputs.push_back(v);
+      outputs.push_back({v, alias});
       continue;
     }
     const TensorType& st = L.slots[slot].contents.type;
-    Value offset = b.parameter(offset_type);
-    plan.args.push_back({ProgramPlan::Arg::Kind::kOutputOffset, static_cast<int>(i)});
-    Value flat = b.reshape(slot_params[slot], {st.numel()});
+    Value offset = runtime_arg(offset_type, {ProgramPlan::Arg::Kind::kOutputOffset, static_cast<int>(i)});
+    Value flat = b.reshape(slot_values[slot], {st.numel()});
     Value as_view = lowering::reinterpret_flat(b, flat, view.dtype);
     Value written = lowering::write_strided(b, as_view, offset, view.sizes, view.strides, v);
     if (view.dtype != st.dtype) {
       written = lowering::reinterpret_flat(b, written, st.dtype);
       if (b.dims(written)[0] != st.numel()) written = b.slice(written, {0}, {st.numel()}, {1});
     }
-    v = b.reshape(written, st.dims);
-    b.alias_parameter_to_output(slot_params[slot], out_index);
-    plan.donatable_args.push_back(slot);
-    program_outputs.push_back(v);
+    outputs.push_back({b.reshape(written, st.dims), slot});
   }
-  for (Value v : program_outputs) plan.output_types.push_back(b.type(v));
+  return outputs;
+}
+
+BuiltProgram build_program(const OpCall& call, const CallLayout& L) {
+  BuiltProgram out;
+  ProgramPlan& plan = out.plan;
+  Builder b;
+  std::vector<Value> slot_params;
+  for (size_t s = 0; s < L.slots.size(); ++s) {
+    slot_params.push_back(b.parameter(L.slots[s].contents.type));
+    plan.args.push_back({ProgramPlan::Arg::Kind::kSlot, static_cast<int>(s)});
+  }
+  auto emitted = emit_call(b, call, L, slot_params, [&](const TensorType& t, ProgramPlan::Arg arg) {
+    plan.args.push_back(arg);
+    return b.parameter(t);
+  });
+  std::vector<Value> program_outputs;
+  for (size_t i = 0; i < emitted.size(); ++i) {
+    if (emitted[i].alias_slot >= 0) {
+      b.alias_parameter_to_output(slot_params[emitted[i].alias_slot], static_cast<int>(i));
+      plan.donatable_args.push_back(emitted[i].alias_slot);
+    }
+    program_outputs.push_back(emitted[i].value);
+    plan.output_types.push_back(b.type(emitted[i].value));
+  }
   out.mlir = b.module_text(program_outputs);
   return out;
 }

@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <c10/util/Exception.h>
 
@@ -11,6 +12,7 @@
 #include "device/current_device.h"
 #include "device/generator.h"
 #include "exec/executor.h"
+#include "exec/fused_graph.h"
 #include "lowering/registry.h"
 #include "runtime/runtime.h"
 
@@ -56,13 +58,27 @@ py::dict cache_stats() {
   auto& ex = exec::Executor::get();
   const auto c = ex.executables().stats();
   const auto e = ex.stats();
+  const auto f = ex.fused().stats();
   py::dict d;
-  d["hits"] = c.hits + e.signature_hits;
+  d["hits"] = c.hits + e.signature_hits + f.graph_replays;
   d["misses"] = c.misses;
   d["compiles"] = c.compiles;
   d["compile_seconds"] = c.compile_seconds;
   d["entries"] = c.entries;
   d["executions"] = e.executions;
+  d["disk_loads"] = c.disk_loads;
+  d["disk_load_seconds"] = c.disk_load_seconds;
+  d["disk_writes"] = c.disk.writes;
+  d["disk_rejected"] = c.disk.rejected;
+  d["disk_evicted"] = c.disk.evicted;
+  d["disk_bytes"] = static_cast<int64_t>(ex.executables().disk().bytes_on_disk());
+  d["disk_dir"] = ex.executables().disk().dir();
+  d["fused_ops_recorded"] = f.ops_recorded;
+  d["fused_graphs_run"] = f.graphs_run;
+  d["fused_graph_compiles"] = f.graph_compiles;
+  d["fused_graph_replays"] = f.graph_replays;
+  d["fused_flushes_by_repeat"] = f.flushes_by_repeat;
+  d["fused_flushes_by_size"] = f.flushes_by_size;
   return d;
 }
 
@@ -80,6 +96,7 @@ std::optional<std::string> runtime_error() {
 
 PYBIND11_MODULE(_C, m) {
   using namespace tpu;
+  exec::ShapeChurn::set_sink([](const std::string& message) { TORCH_WARN(message); });
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -127,7 +144,26 @@ PYBIND11_MODULE(_C, m) {
   m.def("_get_fallback_mode",
         [] { return aten::fallback_mode() == aten::FallbackMode::kError ? "error" : "warn"; });
   m.def("_compilation_cache_stats", &python::cache_stats);
-  m.def("_set_launch_blocking", [](bool on) { exec::Executor::get().set_blocking(on); });
-  m.def("_launch_blocking", [] { return exec::Executor::get().blocking(); });
+  m.def("_set_eager_mode", [](int mode) {
+    exec::Executor::get();  // installs the deferred graph
+    exec::set_eager_mode(static_cast<exec::EagerMode>(mode));
+  });
+  m.def("_eager_mode", [] { return static_cast<int>(exec::eager_mode()); });
+  m.def("_flush_pending", [] { exec::Executor::get().fused().flush(); });
+  m.def("_pending_ops", [] { return exec::Executor::get().fused().pending_ops(); });
+  m.def("_clear_compilation_cache", [](bool disk) {
+    exec::Executor::get().clear_cache(disk);
+  });
+  // Tests: simulates a device fault by releasing the device memory behind a tensor's storage.
+  m.def("_test_lose_device_buffer", [](const at::Tensor& t) {
+    auto contents = device::storage_of(t).contents();
+    if (contents.buffer) contents.buffer->release_memory();
+  });
+  m.def("_replay_last_raw", [](int n) {
+    py::gil_scoped_release release;
+    return exec::Executor::get().replay_last_raw(n);
+  });
+  m.def("_set_shape_churn_limit", [](int n) { exec::Executor::get().churn().set_limit(n); });
+  m.def("_shape_churn_limit", [] { return exec::Executor::get().churn().limit(); });
   m.def("_lowerings", &lowering::registered_lowerings);
 }

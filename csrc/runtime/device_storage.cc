@@ -1,6 +1,14 @@
 #include "runtime/device_storage.h"
 
+#include "runtime/pending_work.h"
+
 namespace tpu::runtime {
+
+DeviceStorage::~DeviceStorage() {
+  if (tracked()) {
+    if (PendingWork* w = pending_work()) w->forget(this);
+  }
+}
 
 size_t DeviceStorage::nbytes() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -13,12 +21,17 @@ void DeviceStorage::set_nbytes(size_t nbytes) {
 }
 
 DeviceStorage::Contents DeviceStorage::contents() const {
+  if (pending()) flush_pending_work();
+  return current_contents();
+}
+
+DeviceStorage::Contents DeviceStorage::current_contents() const {
   std::lock_guard<std::mutex> lock(mu_);
   return Contents{buffer_, type_};
 }
 
-void DeviceStorage::set_contents(std::shared_ptr<pjrt::Buffer> buffer, hlo::TensorType type,
-                                 const char* writer) {
+void DeviceStorage::resolve(std::shared_ptr<pjrt::Buffer> buffer, hlo::TensorType type,
+                            const char* writer) {
   std::shared_ptr<pjrt::Buffer> old;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -30,7 +43,18 @@ void DeviceStorage::set_contents(std::shared_ptr<pjrt::Buffer> buffer, hlo::Tens
   // `old` is released outside the lock.
 }
 
+void DeviceStorage::set_contents(std::shared_ptr<pjrt::Buffer> buffer, hlo::TensorType type,
+                                 const char* writer) {
+  if (tracked()) {
+    if (PendingWork* w = pending_work()) w->forget(this);
+  }
+  resolve(std::move(buffer), std::move(type), writer);
+}
+
 void DeviceStorage::clear() {
+  if (tracked()) {
+    if (PendingWork* w = pending_work()) w->forget(this);
+  }
   std::shared_ptr<pjrt::Buffer> old;
   std::lock_guard<std::mutex> lock(mu_);
   old = std::move(buffer_);

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "runtime/pending_work.h"
+
 namespace tpu::runtime {
 
 std::string device_error_message(const char* label, const std::string& message) {
@@ -20,13 +22,14 @@ void WorkTracker::prune_locked() {
   }
 }
 
-void WorkTracker::add(std::shared_ptr<pjrt::Event> done, const char* label) {
+void WorkTracker::add(std::shared_ptr<pjrt::Event> done, const char* label,
+                      std::vector<std::shared_ptr<pjrt::Buffer>> keep) {
   if (!done) return;
   std::shared_ptr<pjrt::Event> oldest;
   {
     std::lock_guard<std::mutex> lock(mu_);
     prune_locked();
-    items_.push_back(Item{std::move(done), label});
+    items_.push_back(Item{std::move(done), label, std::move(keep)});
     if (items_.size() > kMaxPending) oldest = items_.front().done;
   }
   if (oldest) {
@@ -39,6 +42,7 @@ void WorkTracker::add(std::shared_ptr<pjrt::Event> done, const char* label) {
 }
 
 void WorkTracker::synchronize() {
+  flush_pending_work();
   std::deque<Item> items;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -64,12 +68,14 @@ void WorkTracker::synchronize() {
 }
 
 bool WorkTracker::idle() {
+  flush_pending_work();
   std::lock_guard<std::mutex> lock(mu_);
   prune_locked();
   return items_.empty();
 }
 
 std::vector<std::shared_ptr<pjrt::Event>> WorkTracker::pending() {
+  flush_pending_work();
   std::lock_guard<std::mutex> lock(mu_);
   prune_locked();
   std::vector<std::shared_ptr<pjrt::Event>> out;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "pjrt/buffer.h"
 #include "pjrt/event.h"
 
 namespace tpu::runtime {
@@ -18,8 +19,12 @@ class WorkTracker {
  public:
   // Records work; when more than `kMaxPending` items are outstanding the oldest is awaited
   // first, which bounds how far the host runs ahead (as a CUDA launch queue does).
-  void add(std::shared_ptr<pjrt::Event> done, const char* label);
-  // Waits for all recorded work. Throws std::runtime_error naming the op of the first failure.
+  // `keep` are the buffers the work reads or writes: they are released only after it has
+  // finished (the XLA CPU plugin reuses a destroyed buffer's memory at once, even while an
+  // enqueued execution still reads it).
+  void add(std::shared_ptr<pjrt::Event> done, const char* label,
+           std::vector<std::shared_ptr<pjrt::Buffer>> keep = {});
+  // Waits for all recorded work (flushing deferred work first). Throws std::runtime_error naming the op of the first failure.
   void synchronize();
   // True when every recorded item has finished (errors are kept for the next synchronize).
   bool idle();
@@ -32,6 +37,7 @@ class WorkTracker {
   struct Item {
     std::shared_ptr<pjrt::Event> done;
     const char* label;
+    std::vector<std::shared_ptr<pjrt::Buffer>> keep;
   };
   void prune_locked();
   void note_error_locked(const Item& item, const pjrt::ErrorInfo& error);

@@ -48,9 +48,23 @@ def get_amp_supported_dtype():
 
 
 def compilation_cache_stats():
-    """Statistics of the executable cache: hits, misses, compiles, compile_seconds, entries,
-    executions."""
+    """Statistics of the compilation cache shared by all eager modes.
+
+    ``hits`` (lookups answered without compiling: per-op programs, fused graphs and executables
+    in memory), ``misses``, ``compiles``, ``compile_seconds``, ``entries`` (executables in
+    memory), ``executions``; the disk tier's ``disk_loads``, ``disk_load_seconds``,
+    ``disk_writes``, ``disk_rejected`` (corrupt or foreign entries replaced), ``disk_evicted``,
+    ``disk_bytes`` and ``disk_dir``; and Fused Eager's ``fused_ops_recorded``,
+    ``fused_graphs_run``, ``fused_graph_compiles``, ``fused_graph_replays``,
+    ``fused_flushes_by_repeat`` and ``fused_flushes_by_size``.
+    """
     return dict(_C._compilation_cache_stats())
+
+
+def clear_compilation_cache(disk: bool = False):
+    """Forgets every compiled program in memory; with ``disk=True`` also deletes the disk
+    tier's entries (``TORCH_TPU_CACHE_DIR``)."""
+    _C._clear_compilation_cache(disk)
 
 
 def _is_in_bad_fork():
@@ -60,6 +74,7 @@ def _is_in_bad_fork():
 __all__ = [
     "Event",
     "Stream",
+    "clear_compilation_cache",
     "compilation_cache_stats",
     "current_device",
     "current_stream",

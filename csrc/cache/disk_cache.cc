@@ -1,0 +1,228 @@
+#include "cache/disk_cache.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+namespace tpu::cache {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kMagic[8] = {'T', 'P', 'U', 'E', 'X', 'E', 'C', '\0'};
+constexpr uint32_t kFormat = 1;
+constexpr const char* kSuffix = ".tpuexe";
+constexpr uint64_t kDefaultMaxBytes = 4ull << 30;
+
+// magic, format, key (hi, lo), payload size, payload fingerprint (hi, lo)
+constexpr size_t kHeaderBytes = sizeof(kMagic) + 4 + 16 + 8 + 16;
+
+template <typename T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+
+template <typename T>
+T get(const std::string& in, size_t& pos) {
+  T v;
+  std::memcpy(&v, in.data() + pos, sizeof(T));
+  pos += sizeof(T);
+  return v;
+}
+
+std::string default_dir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    return std::string(xdg) + "/torch_tpu";
+  }
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    return std::string(home) + "/.cache/torch_tpu";
+  }
+  return "";
+}
+
+uint64_t max_bytes_from_env() {
+  const char* v = std::getenv("TORCH_TPU_CACHE_MAX_BYTES");
+  if (v == nullptr || *v == '\0') return kDefaultMaxBytes;
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(v, &end, 10);
+  if (*end != '\0' || n == 0) {
+    throw std::runtime_error(std::string("TORCH_TPU_CACHE_MAX_BYTES='") + v +
+                             "' is not a byte count. Fix: set a positive integer, or unset it "
+                             "(default 4 GiB).");
+  }
+  return n;
+}
+
+struct EntryFile {
+  fs::path path;
+  uint64_t size;
+  fs::file_time_type time;
+};
+
+// The cache entries now in `dir` (never throws: an unreadable directory has none).
+std::vector<EntryFile> scan(const std::string& dir) {
+  std::vector<EntryFile> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code e2;
+    if (!it->is_regular_file(e2) || it->path().extension() != kSuffix) continue;
+    const uint64_t size = it->file_size(e2);
+    const auto time = it->last_write_time(e2);
+    if (!e2) out.push_back({it->path(), size, time});
+  }
+  return out;
+}
+
+}  // namespace
+
+DiskCache::DiskCache(std::string dir, uint64_t max_bytes)
+    : dir_(std::move(dir)), max_bytes_(max_bytes) {}
+
+DiskCache DiskCache::from_environment() {
+  std::string dir;
+  if (const char* v = std::getenv("TORCH_TPU_CACHE_DIR"); v && *v) {
+    dir = v;
+  } else {
+    dir = default_dir();
+  }
+  if (dir == "disabled") dir.clear();
+  return DiskCache(std::move(dir), max_bytes_from_env());
+}
+
+std::string DiskCache::path_of(const Fingerprint& key) const {
+  return dir_ + "/" + key.hex() + kSuffix;
+}
+
+std::optional<std::string> DiskCache::load(const Fingerprint& key) {
+  if (!enabled()) return std::nullopt;
+  const std::string path = path_of(key);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  bool ok = bytes.size() >= kHeaderBytes && std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) == 0;
+  size_t pos = sizeof(kMagic);
+  if (ok) ok = get<uint32_t>(bytes, pos) == kFormat;
+  if (ok) {
+    Fingerprint stored;
+    stored.hi = get<uint64_t>(bytes, pos);
+    stored.lo = get<uint64_t>(bytes, pos);
+    ok = stored == key;
+  }
+  uint64_t size = 0;
+  Fingerprint sum;
+  if (ok) {
+    size = get<uint64_t>(bytes, pos);
+    sum.hi = get<uint64_t>(bytes, pos);
+    sum.lo = get<uint64_t>(bytes, pos);
+    ok = bytes.size() - kHeaderBytes == size;
+  }
+  std::string payload;
+  if (ok) {
+    payload = bytes.substr(kHeaderBytes);
+    ok = fingerprint(payload) == sum;
+  }
+  if (!ok) {
+    reject(key);
+    return std::nullopt;
+  }
+  std::error_code ec;
+  fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // most recently used
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.loads;
+  return payload;
+}
+
+void DiskCache::store(const Fingerprint& key, const std::string& payload) {
+  if (!enabled()) return;
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  std::string bytes(kMagic, sizeof(kMagic));
+  put<uint32_t>(bytes, kFormat);
+  put<uint64_t>(bytes, key.hi);
+  put<uint64_t>(bytes, key.lo);
+  put<uint64_t>(bytes, payload.size());
+  const Fingerprint sum = fingerprint(payload);
+  put<uint64_t>(bytes, sum.hi);
+  put<uint64_t>(bytes, sum.lo);
+  bytes += payload;
+
+  std::random_device rd;
+  const std::string final_path = path_of(key);
+  const std::string tmp = final_path + ".tmp." + std::to_string(::getpid()) + "." +
+                          std::to_string(rd());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return;
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      fs::remove(tmp, ec);
+      return;
+    }
+  }
+  fs::rename(tmp, final_path, ec);  // atomic on POSIX: readers see the old or the new file
+  if (ec) {
+    fs::remove(tmp, ec);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.writes;
+  }
+  evict_to_fit();
+}
+
+void DiskCache::reject(const Fingerprint& key) {
+  std::error_code ec;
+  fs::remove(path_of(key), ec);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.rejected;
+}
+
+void DiskCache::evict_to_fit() {
+  std::vector<EntryFile> items = scan(dir_);
+  uint64_t total = 0;
+  for (const EntryFile& e : items) total += e.size;
+  if (total <= max_bytes_) return;
+  std::sort(items.begin(), items.end(), [](const EntryFile& a, const EntryFile& b) { return a.time < b.time; });
+  int64_t evicted = 0;
+  std::error_code ec;
+  for (const EntryFile& item : items) {
+    if (total <= max_bytes_) break;
+    if (fs::remove(item.path, ec)) {
+      total -= item.size;
+      ++evicted;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.evicted += evicted;
+}
+
+void DiskCache::clear() {
+  if (!enabled()) return;
+  std::error_code ec;
+  for (const EntryFile& e : scan(dir_)) fs::remove(e.path, ec);
+}
+
+uint64_t DiskCache::bytes_on_disk() const {
+  if (!enabled()) return 0;
+  uint64_t total = 0;
+  for (const EntryFile& e : scan(dir_)) total += e.size;
+  return total;
+}
+
+DiskStats DiskCache::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace tpu::cache

@@ -1,0 +1,63 @@
+// The disk tier of the compilation cache: serialized executables under one directory
+// (TORCH_TPU_CACHE_DIR, default ~/.cache/torch_tpu; "disabled" turns the tier off).
+//
+// Each entry is one file named by the fingerprint of its key. It starts with a header - magic,
+// format version, the key fingerprint, the payload size and the payload's fingerprint - so a
+// truncated, corrupted or foreign file is detected and never handed to the plugin. Files are
+// written to a private temporary name and renamed into place, so processes sharing the
+// directory see either no entry or a whole one. The directory is bounded in bytes: after a
+// write, the least recently used entries (by modification time; a load touches its file) are
+// deleted until it fits.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "cache/fingerprint.h"
+
+namespace tpu::cache {
+
+struct DiskStats {
+  int64_t loads = 0;     // entries read back and accepted
+  int64_t writes = 0;    // entries written
+  int64_t rejected = 0;  // corrupt, truncated or foreign entries found and removed
+  int64_t evicted = 0;   // entries deleted to respect the size bound
+};
+
+class DiskCache {
+ public:
+  // An empty `dir` disables the tier.
+  DiskCache(std::string dir, uint64_t max_bytes);
+
+  // Settings from TORCH_TPU_CACHE_DIR and TORCH_TPU_CACHE_MAX_BYTES (default 4 GiB).
+  static DiskCache from_environment();
+
+  bool enabled() const { return !dir_.empty(); }
+  const std::string& dir() const { return dir_; }
+
+  // The payload stored under `key`, or nullopt (missing, or rejected and deleted).
+  std::optional<std::string> load(const Fingerprint& key);
+  // Stores `payload` under `key` (best effort: an unwritable directory only loses the entry).
+  void store(const Fingerprint& key, const std::string& payload);
+  // Deletes the entry for `key` (after the plugin refused its payload).
+  void reject(const Fingerprint& key);
+  // Deletes every entry.
+  void clear();
+  // Total bytes of the entries now in the directory.
+  uint64_t bytes_on_disk() const;
+  DiskStats stats() const;
+
+  std::string path_of(const Fingerprint& key) const;
+
+ private:
+  void evict_to_fit();
+
+  std::string dir_;
+  uint64_t max_bytes_;
+  mutable std::mutex mu_;
+  DiskStats stats_;
+};
+
+}  // namespace tpu::cache

@@ -1,0 +1,41 @@
+#include "exec/execution_mode.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "runtime/pending_work.h"
+
+namespace tpu::exec {
+
+namespace {
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' && std::string(v) != "0";
+}
+
+std::atomic<EagerMode>& mode_slot() {
+  static std::atomic<EagerMode> mode{initial_mode()};
+  return mode;
+}
+
+}  // namespace
+
+EagerMode initial_mode() {
+  if (env_flag("TPU_LAUNCH_BLOCKING")) return EagerMode::kDebug;
+  if (env_flag("TORCH_TPU_DEFER_AND_FUSE")) return EagerMode::kFused;
+  return EagerMode::kStrict;
+}
+
+EagerMode eager_mode() { return mode_slot().load(std::memory_order_relaxed); }
+
+void set_eager_mode(EagerMode mode) {
+  if (mode == eager_mode()) return;
+  runtime::flush_pending_work();
+  mode_slot().store(mode);
+  // Work recorded by another thread between the flush and the switch is flushed now.
+  if (mode != EagerMode::kFused) runtime::flush_pending_work();
+}
+
+}  // namespace tpu::exec

@@ -1,0 +1,351 @@
+#include "exec/fused_graph.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
+
+#include "exec/executor.h"
+#include "hlo/builder.h"
+#include "runtime/runtime.h"
+
+namespace tpu::exec {
+
+namespace {
+
+constexpr size_t kDefaultMaxOps = 5000;
+// A repeat of the first op closes the graph only after this many ops, so a loop of a few
+// identical ops still fuses into graphs of several.
+constexpr size_t kMinOpsBeforeRepeat = 8;
+// Label of fused executions in device errors.
+constexpr const char* kGraphLabel =
+    "a fused graph (Fused Eager; rerun with TPU_LAUNCH_BLOCKING=1 to find the failing op)";
+
+size_t max_ops_from_env() {
+  const char* v = std::getenv("TORCH_TPU_FUSE_MAX_OPS");
+  if (v == nullptr || *v == '\0') return kDefaultMaxOps;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  return (*end == '\0' && n > 0) ? static_cast<size_t>(n) : kDefaultMaxOps;
+}
+
+template <typename T>
+void put(std::string& key, T v) {
+  key.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+
+}  // namespace
+
+bool FusedGraph::OpMark::repeats(const OpMark& first) const {
+  if (light != first.light || inputs.size() != first.inputs.size()) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] == first.inputs[i]) continue;
+    if (!(is_new[i] && first.is_new[i])) return false;
+  }
+  return true;
+}
+
+FusedGraph::FusedGraph(Executor& executor) : executor_(executor), max_ops_(max_ops_from_env()) {
+  runtime::set_pending_work(this);
+}
+
+FusedGraph::~FusedGraph() { runtime::set_pending_work(nullptr); }
+
+FusedStats FusedGraph::stats() const {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return stats_;
+}
+
+void FusedGraph::clear_programs() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  programs_.clear();
+}
+
+size_t FusedGraph::pending_ops() const {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return nodes_.size();
+}
+
+FusedGraph::OpMark FusedGraph::mark_of(const OpCall& call) const {
+  OpMark m;
+  m.light = call.op;
+  m.light.push_back('\0');
+  call.attrs.append_to_key(m.light);
+  for (const Input& in : call.inputs) {
+    if (in.kind == Input::Kind::kScalar) {
+      put<uint8_t>(m.light, 0xff);
+      continue;
+    }
+    put<uint8_t>(m.light, static_cast<uint8_t>(in.view.dtype));
+    for (int64_t d : in.view.sizes) put<int64_t>(m.light, d);
+    m.inputs.push_back(in.storage);
+    m.is_new.push_back(tracked_.count(in.storage) == 0);
+  }
+  put<uint8_t>(m.light, static_cast<uint8_t>(call.outputs.size()));
+  return m;
+}
+
+int FusedGraph::new_value(hlo::TensorType type, int param) {
+  values_.push_back(Value{std::move(type), param});
+  return static_cast<int>(values_.size()) - 1;
+}
+
+CallLayout::Slot FusedGraph::slot_of(runtime::DeviceStorage* s) {
+  auto it = tracked_.find(s);
+  if (it != tracked_.end()) {
+    return CallLayout::Slot{s, {nullptr, values_[it->second.value].type}, true};
+  }
+  runtime::DeviceStorage::Contents c = s->current_contents();
+  if (c.buffer == nullptr) return CallLayout::Slot{s, {}, false};
+  const int value = new_value(c.type, static_cast<int>(params_.size()));
+  params_.push_back(Param{std::move(c.buffer), s, value});
+  tracked_[s] = Tracked{value, false};
+  s->mark_tracked(false);
+  return CallLayout::Slot{s, {nullptr, c.type}, true};
+}
+
+std::vector<FreshOutput> FusedGraph::record(const OpCall& call) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (!nodes_.empty() && (call.device != device_ || nodes_.size() >= max_ops_)) {
+    if (call.device == device_) ++stats_.flushes_by_size;
+    flush_locked();
+  }
+  OpMark mark = mark_of(call);
+  if (nodes_.size() >= kMinOpsBeforeRepeat && mark.repeats(first_)) {
+    ++stats_.flushes_by_repeat;
+    flush_locked();
+    mark = mark_of(call);
+  }
+  const auto slot_fn = [this](runtime::DeviceStorage* s) { return slot_of(s); };
+  CallLayout layout = layout_of(call, slot_fn);
+  auto missing = unmaterialized(layout);
+  if (!missing.empty()) {
+    executor_.materialize(call, missing);  // records zero fills
+    layout = layout_of(call, slot_fn);
+  }
+  const std::string sig = signature(call, layout);
+  std::shared_ptr<const OpProgram> program = executor_.program_for(call, layout, sig);
+
+  if (nodes_.empty()) {
+    device_ = call.device;
+    first_ = std::move(mark);
+  }
+  Node node;
+  node.call = call;
+  node.layout = std::move(layout);
+  for (auto& slot : node.layout.slots) {
+    node.slot_values.push_back(tracked_.at(slot.storage).value);
+    slot.storage = nullptr;  // the graph refers to values, not storages
+  }
+  put<uint32_t>(key_, static_cast<uint32_t>(sig.size()));
+  key_ += sig;
+  for (int v : node.slot_values) put<int32_t>(key_, v);
+
+  std::vector<FreshOutput> fresh;
+  for (size_t i = 0; i < call.outputs.size(); ++i) {
+    const hlo::TensorType& type = program->plan.output_types[i];
+    const int value = new_value(type, -1);
+    node.out_values.push_back(value);
+    if (call.outputs[i]) {
+      runtime::DeviceStorage* s = call.outputs[i]->storage;
+      tracked_[s] = Tracked{value, true};
+      s->mark_tracked(true);
+    } else {
+      FreshOutput out;
+      out.type = type;
+      out.pending = (generation_ << 32) | value;
+      unbound_.push_back(value);
+      fresh.push_back(std::move(out));
+    }
+  }
+  for (Input& in : node.call.inputs) in.storage = nullptr;
+  for (auto& out : node.call.outputs) {
+    if (out) out->storage = nullptr;
+  }
+  nodes_.push_back(std::move(node));
+  ++stats_.ops_recorded;
+  return fresh;
+}
+
+void FusedGraph::bind(runtime::DeviceStorage* storage, int64_t pending) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  const int value = static_cast<int>(pending & 0xffffffff);
+  if ((pending >> 32) != generation_) {
+    // Its graph was flushed (by another thread) before this bind: the value is computed.
+    auto it = orphans_.find(pending);
+    if (it == orphans_.end()) {
+      throw std::logic_error("torch_tpu: internal error: a pending value of a flushed graph is lost");
+    }
+    storage->set_contents(std::move(it->second.first), it->second.second, kGraphLabel);
+    orphans_.erase(it);
+    return;
+  }
+  unbound_.erase(std::remove(unbound_.begin(), unbound_.end(), value), unbound_.end());
+  tracked_[storage] = Tracked{value, true};
+  storage->mark_tracked(true);
+}
+
+void FusedGraph::forget(runtime::DeviceStorage* storage) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  tracked_.erase(storage);
+  storage->untrack();
+}
+
+void FusedGraph::flush() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  flush_locked();
+}
+
+void FusedGraph::reset_locked() {
+  for (auto& [storage, t] : tracked_) storage->untrack();
+  tracked_.clear();
+  unbound_.clear();
+  ++generation_;
+  values_.clear();
+  params_.clear();
+  nodes_.clear();
+  key_.clear();
+  first_ = OpMark{};
+}
+
+std::shared_ptr<FusedGraph::Program> FusedGraph::build_locked(const std::vector<int>& outputs,
+                                                              const std::vector<int>& aliases) {
+  auto program = std::make_shared<Program>();
+  hlo::Builder b;
+  std::vector<hlo::Value> value_of(values_.size());
+  for (const Param& p : params_) value_of[p.value] = b.parameter(values_[p.value].type);
+  for (size_t j = 0; j < nodes_.size(); ++j) {
+    const Node& node = nodes_[j];
+    std::vector<hlo::Value> slots;
+    for (int v : node.slot_values) slots.push_back(value_of[v]);
+    auto emitted = emit_call(b, node.call, node.layout, slots,
+                             [&](const hlo::TensorType& t, ProgramPlan::Arg arg) {
+                               program->runtime_args.emplace_back(static_cast<int>(j), arg);
+                               return b.parameter(t);
+                             });
+    for (size_t i = 0; i < emitted.size(); ++i) value_of[node.out_values[i]] = emitted[i].value;
+  }
+  std::vector<hlo::Value> results;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    results.push_back(value_of[outputs[k]]);
+    if (aliases[k] >= 0) {
+      b.alias_parameter_to_output(value_of[params_[aliases[k]].value], static_cast<int>(k));
+      program->donatable_params.push_back(aliases[k]);
+    }
+  }
+  const std::string what = "a fused graph of " + std::to_string(nodes_.size()) + " ops";
+  const std::string mlir = b.module_text(results);
+  std::string first_ops;
+  for (size_t j = 0; j < nodes_.size() && j < 3; ++j) {
+    first_ops += std::string(j ? ", " : "") + nodes_[j].call.label;
+  }
+  executor_.churn().note_compile("a fused graph starting with " + first_ops + " (" +
+                                     std::to_string(nodes_.size()) + " ops)",
+                                 cache::fingerprint(key_).hex());
+  program->exe = executor_.compile(mlir, what);
+  return program;
+}
+
+void FusedGraph::flush_locked() {
+  if (nodes_.empty()) {
+    reset_locked();
+    return;
+  }
+  // Outputs: the newest value of every live storage the graph wrote, in value order.
+  std::vector<std::pair<int, runtime::DeviceStorage*>> live;
+  for (const auto& [storage, t] : tracked_) {
+    if (t.pending) live.emplace_back(t.value, storage);
+  }
+  for (int value : unbound_) live.emplace_back(value, nullptr);
+  std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second < b.second;
+  });
+  std::unordered_map<runtime::DeviceStorage*, int> param_of_storage;
+  for (size_t p = 0; p < params_.size(); ++p) param_of_storage.emplace(params_[p].storage, static_cast<int>(p));
+  std::vector<int> outputs;   // value ids
+  std::vector<int> aliases;   // per output: the param whose buffer it may take, or -1
+  std::vector<bool> param_aliased(params_.size(), false);
+  std::string key = key_;
+  key.push_back('\xff');
+  for (const Param& p : params_) {
+    put<uint8_t>(key, static_cast<uint8_t>(values_[p.value].type.dtype));
+    for (int64_t d : values_[p.value].type.dims) put<int64_t>(key, d);
+    key.push_back('|');
+  }
+  for (const auto& [value, storage] : live) {
+    if (!outputs.empty() && outputs.back() == value) continue;
+    int alias = -1;
+    auto it = storage ? param_of_storage.find(storage) : param_of_storage.end();
+    if (it != param_of_storage.end() && !param_aliased[it->second] &&
+        values_[params_[it->second].value].type == values_[value].type) {
+      alias = it->second;
+      param_aliased[alias] = true;
+    }
+    outputs.push_back(value);
+    aliases.push_back(alias);
+    put<int32_t>(key, value);
+    put<int32_t>(key, alias);
+  }
+  const cache::Fingerprint fp = cache::fingerprint(key);
+
+  std::shared_ptr<Program> program;
+  try {
+    auto found = programs_.find(fp);
+    if (found != programs_.end()) {
+      program = found->second;
+      ++stats_.graph_replays;
+    } else {
+      program = build_locked(outputs, aliases);
+      programs_.emplace(fp, program);
+      ++stats_.graph_compiles;
+    }
+  } catch (...) {
+    reset_locked();
+    throw;
+  }
+
+  runtime::Runtime& rt = runtime::Runtime::get();
+  std::vector<PJRT_Buffer*> args;
+  for (const Param& p : params_) args.push_back(p.buffer->raw());
+  std::vector<std::shared_ptr<pjrt::Buffer>> scalars;
+  for (const auto& [node, arg] : program->runtime_args) {
+    scalars.push_back(executor_.scalars().get(rt.client(), device_, runtime_value(nodes_[node].call, arg)));
+    args.push_back(scalars.back()->raw());
+  }
+  std::vector<int64_t> non_donatable;
+  for (int p : program->donatable_params) {
+    // Donate only when the param list and the storage hold the sole references.
+    if (params_[p].buffer.use_count() > 2) non_donatable.push_back(p);
+  }
+  pjrt::LoadedExecutable::Result result;
+  try {
+    result = program->exe->execute(args, rt.device(device_).raw, non_donatable);
+  } catch (const std::exception& e) {
+    reset_locked();
+    throw std::runtime_error(runtime::device_error_message(kGraphLabel, e.what()));
+  }
+  executor_.count_execution();
+  ++stats_.graphs_run;
+  std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
+  for (auto& out : result.outputs) buffers.emplace_back(std::move(out));
+  // Everything the execution touches stays alive until it has finished.
+  std::vector<std::shared_ptr<pjrt::Buffer>> keep = std::move(scalars);
+  for (Param& p : params_) keep.push_back(std::move(p.buffer));
+  keep.insert(keep.end(), buffers.begin(), buffers.end());
+  size_t k = 0;
+  for (size_t i = 0; i < live.size(); ++i) {
+    if (i > 0 && live[i].first != live[i - 1].first) ++k;
+    runtime::DeviceStorage* s = live[i].second;
+    if (s == nullptr) {
+      orphans_[(generation_ << 32) | live[i].first] = {buffers[k], values_[live[i].first].type};
+      continue;
+    }
+    s->resolve(buffers[k], values_[live[i].first].type, kGraphLabel);
+    s->untrack();
+  }
+  const int device = device_;
+  reset_locked();
+  rt.tracker(device).add(std::shared_ptr<pjrt::Event>(std::move(result.done)), kGraphLabel,
+                         std::move(keep));
+}
+
+}  // namespace tpu::exec

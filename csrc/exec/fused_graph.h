@@ -1,0 +1,123 @@
+// Fused Eager: the deferred graph. In Fused mode an op is not run; it is recorded here, and
+// its outputs are *pending* values (their storages are marked pending). At a materialisation
+// point - a host read of a pending storage, a synchronize or event, a mode switch, the size
+// limit, or the start of a repeat of the recorded op sequence - the whole graph is emitted with
+// the same per-op code as Strict mode (exec/program_builder.h emit_call) into one StableHLO
+// module, compiled once per graph signature (through the shared executable cache) and run.
+//
+// Graph inputs are the buffers of the storages the ops read; outputs are the newest values of
+// the storages still alive (temporaries that died are never materialised). A storage that is
+// read and then overwritten has its buffer donated to its new value.
+//
+//   TORCH_TPU_FUSE_MAX_OPS=N  - flush when a graph reaches N ops (default 5000)
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/fingerprint.h"
+#include "exec/op_call.h"
+#include "exec/program_builder.h"
+#include "pjrt/executable.h"
+#include "runtime/device_storage.h"
+#include "runtime/pending_work.h"
+
+namespace tpu::exec {
+
+class Executor;
+struct FreshOutput;
+
+struct FusedStats {
+  int64_t ops_recorded = 0;
+  int64_t graphs_run = 0;       // flushes that executed a graph
+  int64_t graph_compiles = 0;   // graphs built and compiled (or loaded from disk)
+  int64_t graph_replays = 0;    // graphs whose program was already known
+  int64_t flushes_by_repeat = 0;
+  int64_t flushes_by_size = 0;
+};
+
+class FusedGraph : public runtime::PendingWork {
+ public:
+  explicit FusedGraph(Executor& executor);
+  ~FusedGraph() override;
+
+  // Records `call`; fresh outputs come back pending (bind them to their storages).
+  std::vector<FreshOutput> record(const OpCall& call);
+  // `storage` now holds the pending value `value`.
+  void bind(runtime::DeviceStorage* storage, int64_t value);
+
+  void flush() override;
+  void forget(runtime::DeviceStorage* storage) override;
+
+  FusedStats stats() const;
+  void clear_programs();
+  size_t pending_ops() const;
+
+ private:
+  struct Value {
+    hlo::TensorType type;
+    int param = -1;  // graph input index, or -1 for a node output
+  };
+  struct Param {
+    std::shared_ptr<pjrt::Buffer> buffer;
+    runtime::DeviceStorage* storage;
+    int value;
+  };
+  struct Node {
+    OpCall call;
+    CallLayout layout;
+    std::vector<int> slot_values;
+    std::vector<int> out_values;
+  };
+  struct Program {
+    std::shared_ptr<pjrt::LoadedExecutable> exe;
+    std::vector<std::pair<int, ProgramPlan::Arg>> runtime_args;  // (node, argument)
+    std::vector<int> donatable_params;
+  };
+  // What identifies an op for the repeat detector: its op, attributes and view shapes, and
+  // per tensor input the storage and whether it is new to the graph. A later op repeats the
+  // graph's first op when both agree and each input is the same storage or, in both, a
+  // storage new to the graph (the next batch of data).
+  struct OpMark {
+    std::string light;
+    std::vector<runtime::DeviceStorage*> inputs;
+    std::vector<bool> is_new;
+    bool repeats(const OpMark& first) const;
+  };
+
+  OpMark mark_of(const OpCall& call) const;
+  CallLayout::Slot slot_of(runtime::DeviceStorage* s);
+  int new_value(hlo::TensorType type, int param);
+  void flush_locked();
+  std::shared_ptr<Program> build_locked(const std::vector<int>& outputs,
+                                        const std::vector<int>& aliases);
+  void reset_locked();
+
+  Executor& executor_;
+  mutable std::recursive_mutex mu_;
+  size_t max_ops_;
+  int device_ = -1;
+  std::vector<Value> values_;
+  std::vector<Param> params_;
+  std::vector<Node> nodes_;
+  struct Tracked {
+    int value;
+    bool pending;
+  };
+  std::unordered_map<runtime::DeviceStorage*, Tracked> tracked_;
+  // Fresh outputs handed out but not yet bound to a storage; if a flush (from another thread)
+  // comes first they are outputs too, and their buffers wait in orphans_ for the bind.
+  std::vector<int> unbound_;
+  std::unordered_map<int64_t, std::pair<std::shared_ptr<pjrt::Buffer>, hlo::TensorType>> orphans_;
+  int64_t generation_ = 0;
+  std::string key_;  // signature of the graph so far
+  OpMark first_;
+  std::unordered_map<cache::Fingerprint, std::shared_ptr<Program>, cache::FingerprintHash> programs_;
+  FusedStats stats_;
+};
+
+}  // namespace tpu::exec

@@ -1,0 +1,18 @@
+#include "runtime/pending_work.h"
+
+#include <atomic>
+
+namespace tpu::runtime {
+
+namespace {
+std::atomic<PendingWork*> g_work{nullptr};
+}  // namespace
+
+void set_pending_work(PendingWork* work) { g_work.store(work); }
+PendingWork* pending_work() { return g_work.load(); }
+
+void flush_pending_work() {
+  if (PendingWork* w = g_work.load()) w->flush();
+}
+
+}  // namespace tpu::runtime

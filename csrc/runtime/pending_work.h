@@ -1,0 +1,26 @@
+// Work that has been recorded but not yet enqueued on a device (the deferred graph of Fused
+// Eager). The runtime does not know how that work is built; it only asks for it to be
+// flushed when data must be real (a host read, a synchronize, an event) and tells it when a
+// storage it refers to is overwritten from outside or destroyed.
+#pragma once
+
+namespace tpu::runtime {
+
+class DeviceStorage;
+
+class PendingWork {
+ public:
+  virtual ~PendingWork() = default;
+  // Enqueues everything recorded so far; afterwards no storage is pending.
+  virtual void flush() = 0;
+  // `storage` gets contents from outside the recorder, or is being destroyed: forget it.
+  virtual void forget(DeviceStorage* storage) = 0;
+};
+
+// Installed once by the executor layer; null until then.
+void set_pending_work(PendingWork* work);
+PendingWork* pending_work();
+// Flushes the pending work, if any.
+void flush_pending_work();
+
+}  // namespace tpu::runtime

@@ -50,7 +50,9 @@ def main():
             a_cpu + b_cpu
 
     def raw_loop(n):
+        torch_tpu._C._record_last_program(True)
         a + b  # makes `add` the last per-op program, with these buffers
+        torch_tpu._C._record_last_program(False)
         torch.tpu.synchronize()
         torch_tpu._C._replay_last_raw(n)
 

@@ -1,5 +1,8 @@
-"""The Llama-style training step the benchmarks time: the main job's model configuration, a
-fixed batch, forward + backward + AdamW."""
+"""The Llama-style training step the benchmarks time: forward + backward + AdamW on a fixed batch.
+
+Sizes: "reference" is models.Llama's own small configuration (dim 64, 2 layers, batch 2 x 32
+tokens - the model the tests train); "main" is the main job's (dim 128, 2 layers, batch 16 x 64).
+"""
 
 import os
 import sys
@@ -11,10 +14,18 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from models.llama import Llama, LlamaConfig  # noqa: E402
 
 
-def make(device, dim=128, layers=2, batch=16, seq=64, seed=0):
+SIZES = {
+    "reference": dict(dim=64, hidden=128, batch=2, seq=32),
+    "main": dict(dim=128, hidden=512, batch=16, seq=64),
+}
+
+
+def make(device, size="reference", seed=0):
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=256, dim=dim, n_layers=layers, n_heads=4, n_kv_heads=2,
-                      hidden_dim=dim * 4, max_seq_len=seq)
+    s = SIZES[size]
+    dim, batch, seq = s["dim"], s["batch"], s["seq"]
+    cfg = LlamaConfig(vocab_size=256, dim=dim, n_layers=2, n_heads=4, n_kv_heads=2,
+                      hidden_dim=s["hidden"], max_seq_len=64)
     model = Llama(cfg).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
     g = torch.Generator().manual_seed(seed + 1)

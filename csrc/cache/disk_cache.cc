@@ -86,6 +86,15 @@ std::vector<EntryFile> scan(const std::string& dir) {
 DiskCache::DiskCache(std::string dir, uint64_t max_bytes)
     : dir_(std::move(dir)), max_bytes_(max_bytes) {}
 
+void DiskCache::account(int64_t delta) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (tracked_bytes_ < 0) {
+    tracked_bytes_ = 0;
+    for (const EntryFile& e : scan(dir_)) tracked_bytes_ += static_cast<int64_t>(e.size);
+  }
+  tracked_bytes_ = std::max<int64_t>(0, tracked_bytes_ + delta);
+}
+
 DiskCache DiskCache::from_environment() {
   std::string dir;
   if (const char* v = std::getenv("TORCH_TPU_CACHE_DIR"); v && *v) {
@@ -169,6 +178,9 @@ void DiskCache::store(const Fingerprint& key, const std::string& payload) {
       return;
     }
   }
+  account(0);  // the directory's size is known before this entry changes it
+  std::error_code size_ec;
+  const auto replaced = fs::file_size(final_path, size_ec);
   fs::rename(tmp, final_path, ec);  // atomic on POSIX: readers see the old or the new file
   if (ec) {
     fs::remove(tmp, ec);
@@ -178,21 +190,24 @@ void DiskCache::store(const Fingerprint& key, const std::string& payload) {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.writes;
   }
+  account(static_cast<int64_t>(bytes.size()) - (size_ec ? 0 : static_cast<int64_t>(replaced)));
   evict_to_fit();
 }
 
 void DiskCache::reject(const Fingerprint& key) {
   std::error_code ec;
-  fs::remove(path_of(key), ec);
+  const auto size = fs::file_size(path_of(key), ec);
+  if (!ec && fs::remove(path_of(key), ec)) account(-static_cast<int64_t>(size));
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.rejected;
 }
 
 void DiskCache::evict_to_fit() {
+  if (bytes_on_disk() <= max_bytes_) return;
+  // Over the bound as far as this process knows: look at what is really there.
   std::vector<EntryFile> items = scan(dir_);
   uint64_t total = 0;
   for (const EntryFile& e : items) total += e.size;
-  if (total <= max_bytes_) return;
   std::sort(items.begin(), items.end(), [](const EntryFile& a, const EntryFile& b) { return a.time < b.time; });
   int64_t evicted = 0;
   std::error_code ec;
@@ -205,19 +220,22 @@ void DiskCache::evict_to_fit() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   stats_.evicted += evicted;
+  tracked_bytes_ = static_cast<int64_t>(total);
 }
 
 void DiskCache::clear() {
   if (!enabled()) return;
   std::error_code ec;
   for (const EntryFile& e : scan(dir_)) fs::remove(e.path, ec);
+  std::lock_guard<std::mutex> lock(mu_);
+  tracked_bytes_ = -1;
 }
 
 uint64_t DiskCache::bytes_on_disk() const {
   if (!enabled()) return 0;
-  uint64_t total = 0;
-  for (const EntryFile& e : scan(dir_)) total += e.size;
-  return total;
+  account(0);
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<uint64_t>(tracked_bytes_);
 }
 
 DiskStats DiskCache::stats() const {

@@ -45,7 +45,8 @@ class DiskCache {
   void reject(const Fingerprint& key);
   // Deletes every entry.
   void clear();
-  // Total bytes of the entries now in the directory.
+  // Total bytes of the entries in the directory: scanned once, then kept up to date with this
+  // process's writes and deletions (other processes' writes are seen at the next eviction).
   uint64_t bytes_on_disk() const;
   DiskStats stats() const;
 
@@ -53,11 +54,14 @@ class DiskCache {
 
  private:
   void evict_to_fit();
+  // Adds `delta` to the tracked total (scanning the directory first if it was never scanned).
+  void account(int64_t delta) const;
 
   std::string dir_;
   uint64_t max_bytes_;
   mutable std::mutex mu_;
   DiskStats stats_;
+  mutable int64_t tracked_bytes_ = -1;  // -1: not scanned yet
 };
 
 }  // namespace tpu::cache

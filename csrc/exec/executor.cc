@@ -225,7 +225,7 @@ std::vector<FreshOutput> Executor::run(const OpCall& call) {
     throw std::runtime_error(runtime::device_error_message(call.label, e.what()));
   }
   count_execution();
-  if (plan.donatable_args.empty()) {
+  if (record_last_.load(std::memory_order_relaxed) && plan.donatable_args.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
     last_ = LastRun{exe, owners, call.device};
   }

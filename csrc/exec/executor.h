@@ -74,9 +74,10 @@ class Executor {
   ExecutorStats stats() const;
   void count_execution();
 
-  // Benchmarks: re-executes the last per-op program run in Strict mode `iterations` times
-  // with the same argument buffers, straight through PJRT (the dispatch floor), and returns
-  // the seconds taken (all executions finished).
+  // Benchmarks: while recording, the executor remembers the last per-op program it ran and its
+  // argument buffers; replay_last_raw re-executes it `iterations` times straight through PJRT
+  // (the dispatch floor) and returns the seconds taken (all executions finished).
+  void record_last(bool on) { record_last_.store(on); }
   double replay_last_raw(int iterations);
 
  private:
@@ -97,6 +98,7 @@ class Executor {
     int device = 0;
   };
   LastRun last_;
+  std::atomic<bool> record_last_{false};
 };
 
 }  // namespace tpu::exec

@@ -159,6 +159,7 @@ PYBIND11_MODULE(_C, m) {
     auto contents = device::storage_of(t).contents();
     if (contents.buffer) contents.buffer->release_memory();
   });
+  m.def("_record_last_program", [](bool on) { exec::Executor::get().record_last(on); });
   m.def("_replay_last_raw", [](int n) {
     py::gil_scoped_release release;
     return exec::Executor::get().replay_last_raw(n);

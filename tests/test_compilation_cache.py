@@ -133,3 +133,22 @@ def test_shape_churn_warns_once_naming_the_op_and_shapes():
         assert "TORCH_TPU_SHAPE_CHURN_LIMIT" in message
     finally:
         torch_tpu._C._set_shape_churn_limit(old)
+
+
+def test_shape_churn_of_fused_graphs():
+    from torch_tpu.execution_mode import mode
+
+    old = torch_tpu._C._shape_churn_limit()
+    torch_tpu._C._set_shape_churn_limit(3)
+    try:
+        with warnings.catch_warnings(record=True) as caught, mode("fused"):
+            warnings.simplefilter("always")
+            for n in range(201, 207):
+                x = torch.ones(n, device="tpu")
+                torch.tpu.synchronize()
+                assert (torch.cosh(x) * 2).sum().item() == pytest.approx(2 * n * 1.5430806348, rel=1e-5)
+        churn = [str(w.message) for w in caught if "fused graph" in str(w.message)]
+        assert len(churn) == 1, churn
+        assert "aten::cosh" in churn[0] and "float32[rank 1]" in churn[0] and "[204]" in churn[0]
+    finally:
+        torch_tpu._C._set_shape_churn_limit(old)

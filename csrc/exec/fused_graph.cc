@@ -234,13 +234,21 @@ std::shared_ptr<FusedGraph::Program> FusedGraph::build_locked(const std::vector<
   }
   const std::string what = "a fused graph of " + std::to_string(nodes_.size()) + " ops";
   const std::string mlir = b.module_text(results);
-  std::string first_ops;
+  // Shape churn: the graph's structure (first ops, op count, input dtypes and ranks) against
+  // the input shapes it was compiled for.
+  std::string group = "a fused graph starting with ";
   for (size_t j = 0; j < nodes_.size() && j < 3; ++j) {
-    first_ops += std::string(j ? ", " : "") + nodes_[j].call.label;
+    group += std::string(j ? ", " : "") + nodes_[j].call.label;
   }
-  executor_.churn().note_compile("a fused graph starting with " + first_ops + " (" +
-                                     std::to_string(nodes_.size()) + " ops)",
-                                 cache::fingerprint(key_).hex());
+  group += " (" + std::to_string(nodes_.size()) + " ops; inputs";
+  std::string shapes;
+  for (size_t p = 0; p < params_.size(); ++p) {
+    const hlo::TensorType& t = values_[params_[p].value].type;
+    group += std::string(p ? ", " : " ") + display_name(t.dtype) + "[rank " + std::to_string(t.dims.size()) + "]";
+    if (p < 6) shapes += std::string(p ? ", " : "") + hlo::dims_str(t.dims);
+  }
+  if (params_.size() > 6) shapes += ", ...";
+  executor_.churn().note_compile(group + ")", shapes);
   program->exe = executor_.compile(mlir, what);
   return program;
 }

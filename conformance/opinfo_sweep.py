@@ -159,10 +159,10 @@ def run_sample(op, sample, random, want_grad):
     except Exception:
         return "skip", "cpu raised"
     host = HOST_ARGS.get(entry_name(op), ())
-    args = tuple(a if i in host else tree_map(to_tpu, a) for i, a in enumerate(sample.args))
-    tpu_in = (tree_map(to_tpu, sample.input), args, tree_map(to_tpu, sample.kwargs))
     torch_tpu.reset_fallback_counts()
     try:
+        args = tuple(a if i in host else tree_map(to_tpu, a) for i, a in enumerate(sample.args))
+        tpu_in = (tree_map(to_tpu, sample.input), args, tree_map(to_tpu, sample.kwargs))
         tpu_out = op(tpu_in[0], *tpu_in[1], **tpu_in[2])
         tpu_grads = _grads(torch, tpu_out, tpu_in) if want_grad else None
         tpu_out_cpu = tree_map(to_cpu, tpu_out)

@@ -152,3 +152,15 @@ def test_normal_with_tensor_parameters():
     assert abs(z3.std().item() - 0.5) < 0.05
     with pytest.raises(RuntimeError, match="std >= 0.0"):
         torch.normal(mean, -std)
+
+
+@pytest.mark.parametrize("pool, shape", [(F.avg_pool1d, (0, 3, 9)), (F.avg_pool2d, (0, 2, 6, 6)),
+                                         (F.avg_pool3d, (0, 1, 4, 4, 4))])
+def test_avg_pool_backward_of_an_empty_batch(pool, shape):
+    # An empty batch has no pooling planes: the gradient is empty (this once divided by zero
+    # while building the program and killed the process).
+    x = torch.randn(shape, requires_grad=True)
+    xt = x.detach().to("tpu").requires_grad_()
+    pool(x, 3).sum().backward()
+    pool(xt, 3).sum().backward()
+    assert_close(xt.grad, x.grad)

@@ -1,7 +1,8 @@
 // The compilation cache shared by every execution path: program description (StableHLO text,
 // compile options, plugin identity and version, device kind) -> loaded executable.
 //
-// Two tiers: a bounded LRU of loaded executables in memory, and serialized executables on disk
+// Two tiers: a bounded LRU of loaded executables in memory (2048; see exec/executor.cc for why
+// the number of live executables is bounded), and serialized executables on disk
 // (cache/disk_cache.h) that survive the process. A lookup tries memory, then disk, then
 // compiles and fills both.
 #pragma once
@@ -33,7 +34,7 @@ struct CacheStats {
 
 class ExecutableCache {
  public:
-  explicit ExecutableCache(size_t capacity = 4096);
+  explicit ExecutableCache(size_t capacity = 2048);
 
   using Compiler = std::function<std::unique_ptr<pjrt::LoadedExecutable>()>;
   using Deserializer = std::function<std::unique_ptr<pjrt::LoadedExecutable>(const std::string&)>;

@@ -14,7 +14,11 @@ namespace tpu::exec {
 
 namespace {
 
-constexpr size_t kMaxPrograms = 16384;
+// Per-op programs kept (each holds its executable). Together with the memory tier of the
+// executable cache this bounds the executables alive in the process: every one the XLA CPU
+// plugin loads costs ~6 memory mappings, and a process that exceeds vm.max_map_count (65530)
+// aborts inside LLVM.
+constexpr size_t kMaxPrograms = 2048;
 
 // Shape churn is counted per op and kind of call (input dtypes and ranks): an op used with many
 // shapes of different ranks across a model is normal, one call pattern seeing many shapes is not.
@@ -111,8 +115,16 @@ std::shared_ptr<pjrt::LoadedExecutable> Executor::compile(const std::string& mli
         }
         try {
           return rt.client().compile(mlir, options);
-        } catch (const std::exception& e) {
-          throw std::runtime_error("torch_tpu could not compile " + what + ": " + e.what());
+        } catch (const std::exception& first) {
+          // XLA CPU's JIT occasionally fails to link a module it just built ("Failed to
+          // materialize symbols"); a second compile of the same module succeeds.
+          if (std::string(first.what()).find("materialize symbols") != std::string::npos) {
+            try {
+              return rt.client().compile(mlir, options);
+            } catch (const std::exception&) {
+            }
+          }
+          throw std::runtime_error("torch_tpu could not compile " + what + ": " + first.what());
         }
       },
       [&](const std::string& bytes) { return rt.client().deserialize(bytes); });

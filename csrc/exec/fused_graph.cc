@@ -13,6 +13,8 @@ namespace tpu::exec {
 namespace {
 
 constexpr size_t kDefaultMaxOps = 5000;
+// Graph programs kept (each holds its executable; see kMaxPrograms in executor.cc).
+constexpr size_t kMaxGraphPrograms = 256;
 // A repeat of the first op closes the graph only after this many ops, so a loop of a few
 // identical ops still fuses into graphs of several.
 constexpr size_t kMinOpsBeforeRepeat = 8;
@@ -303,6 +305,7 @@ void FusedGraph::flush_locked() {
       ++stats_.graph_replays;
     } else {
       program = build_locked(outputs, aliases);
+      if (programs_.size() >= kMaxGraphPrograms) programs_.clear();
       programs_.emplace(fp, program);
       ++stats_.graph_compiles;
     }

@@ -213,6 +213,7 @@ Args lower_avg_pool_backward(Context& ctx, const Args& in) {
   int64_t channels = 1;
   const Dims gd = b.dims(g);
   for (size_t i = 0; i < w.lead; ++i) channels *= gd[i];
+  if (channels == 0) return {b.full(TensorType{t, b.dims(in[1])}, 0)};  // empty batch: no planes
   Dims g4{1, channels};
   g4.insert(g4.end(), w.out.begin(), w.out.end());
   Dims kshape{channels, 1};

@@ -16,7 +16,8 @@ pjrt_inc="$(.venv/bin/python -c 'import importlib.util,os; s=importlib.util.find
 py_inc="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
 status=0
 for f in csrc/device/*.cc csrc/aten/*.cc csrc/python/*.cc; do
-  if ! g++ -std=c++17 -fsyntax-only -I"$dir/torch/include" -I"$dir/torch/include/torch/csrc/api/include" \
+  # -include mirrors the build, which force-includes this precompiled header in every file.
+  if ! g++ -std=c++17 -fsyntax-only -include csrc/aten/torch_headers.h -I"$dir/torch/include" -I"$dir/torch/include/torch/csrc/api/include" \
        -Icsrc -I"$pjrt_inc" -I"$py_inc" "$f"; then
     echo "torch $version: $f does not compile" >&2
     status=1

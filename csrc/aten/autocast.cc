@@ -3,6 +3,7 @@
 // default), softmax, norms, reductions and losses in float32, mixed-dtype ops promote.
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
+#include <torch/version.h>
 
 namespace tpu::aten {
 namespace {
@@ -20,6 +21,11 @@ using at::Tensor;
 using at::Scalar;
 using at::IntArrayRef;
 using at::ScalarType;
+#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 13
+// torch < 2.13's AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE names DimnameList unqualified (2.13
+// has no DimnameList any more).
+using at::DimnameList;
+#endif
 
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 #define TPU_KERNEL_LOW_PRECISION_FP(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)

@@ -3,6 +3,7 @@
 // (searchsorted, bucketize, isin, bincount, histc, cdist, cross, max_unpool, logcumsumexp).
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ExpandUtils.h>
 #include <torch/library.h>
 
 #include "aten/op_runner.h"

@@ -1,6 +1,6 @@
 """Train a small Llama-style language model on the `tpu` device.
 
-    python examples/train_llama.py [--steps N] [--device tpu|cpu] [--mode strict|fused|debug]
+    python examples/train_llama.py [--steps N] [--device tpu|cpu] [--mode strict|fused|debug] [--compile]
                                    [--amp] [--check-cpu N]
 
 The corpus is synthetic but learnable: byte sequences made of short words drawn from a fixed
@@ -53,18 +53,26 @@ def train(device, args, init_state, steps, log=True):
     model = Llama(cfg)
     model.load_state_dict(init_state)
     model.to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    compiled = args.compile and device.type == "tpu"
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, capturable=compiled)
+
+    def train_step(x, y):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.amp):
+            loss = model(x, y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    if compiled:  # forward, backward and the AdamW step as compiled XLA programs
+        train_step = torch.compile(train_step, backend="tpu")
     data = batches(make_corpus(200_000), args.batch, args.seq, torch.Generator().manual_seed(1))
     losses, timed_from, timed_steps = [], None, 0
     start = time.perf_counter()
     for step in range(steps):
         x, y = next(data)
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.amp):
-            loss = model(x, y)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        loss = train_step(x, y)
         if step == args.warmup:  # the first steps compile; time the rest
             torch.tpu.synchronize() if device.type == "tpu" else None
             timed_from = time.perf_counter()
@@ -96,6 +104,8 @@ def main():
     parser.add_argument("--mode", default="strict", choices=["strict", "fused", "debug"],
                         help="eager execution mode on tpu (torch_tpu.execution_mode)")
     parser.add_argument("--amp", action="store_true", help="bfloat16 autocast")
+    parser.add_argument("--compile", action="store_true",
+                        help='compile the training step with torch.compile(backend="tpu")')
     parser.add_argument("--check-cpu", type=int, default=0, metavar="STEPS",
                         help="also train STEPS steps on the CPU and compare the loss curves")
     args = parser.parse_args()
@@ -111,7 +121,8 @@ def main():
     name = torch.tpu.get_device_name() if device.type == "tpu" else "host"
     print(f"device: {device} ({name}); Llama {args.layers} layers, dim {args.dim}, {params / 1e6:.2f}M parameters; "
           f"batch {args.batch} x {args.seq} tokens; AdamW{'; bf16 autocast' if args.amp else ''}"
-          f"{'; ' + args.mode + ' eager' if device.type == 'tpu' else ''}")
+          f"{'; ' + args.mode + ' eager' if device.type == 'tpu' and not args.compile else ''}"
+          f"{'; torch.compile(backend=tpu)' if device.type == 'tpu' and args.compile else ''}")
     print(f"uniform-guess loss: {math.log(256):.3f}")
 
     losses, rate, seconds = train(device, args, init_state, args.steps)

@@ -19,3 +19,16 @@ def no_fallback():
     torch_tpu.reset_fallback_counts()
     yield
     assert torch_tpu.fallback_counts() == {}, f"ops fell back to the CPU: {torch_tpu.fallback_counts()}"
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """torch.compile tests: Dynamo's caches and the tpu graph runner's counters start empty."""
+    import torch._dynamo
+
+    from torch_tpu.dynamo import graph_runner
+
+    torch._dynamo.reset()
+    graph_runner.reset_stats()
+    yield
+    torch._dynamo.reset()

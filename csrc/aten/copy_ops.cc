@@ -7,6 +7,7 @@
 
 #include "aten/op_runner.h"
 #include "aten/tensor_access.h"
+#include "exec/fused_graph.h"
 #include "device/host_allocator.h"
 #include "runtime/runtime.h"
 
@@ -98,8 +99,10 @@ void device_to_device(const at::Tensor& src, const at::Tensor& dst) {
   if (tpu_index(src) == tpu_index(dst)) {
     // A pending source (Fused Eager) is copied by a recorded op instead of being flushed.
     auto contents = storage(src).pending() ? DeviceStorage::Contents{} : storage(src).contents();
+    // (Not while torch.compile records a graph: a shared buffer is not an op it can replay.)
     if (src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes() &&
-        is_whole_buffer(src, contents) && covers_storage(dst)) {
+        is_whole_buffer(src, contents) && covers_storage(dst) &&
+        !exec::Executor::get().fused().capturing()) {
       // Buffers are immutable, so the destination can share the source's.
       storage(dst).set_contents(contents.buffer, contents.type, "aten::copy_");
       return;

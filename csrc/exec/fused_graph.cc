@@ -99,6 +99,7 @@ CallLayout::Slot FusedGraph::slot_of(runtime::DeviceStorage* s) {
   runtime::DeviceStorage::Contents c = s->current_contents();
   if (c.buffer == nullptr) return CallLayout::Slot{s, {}, false};
   const int value = new_value(c.type, static_cast<int>(params_.size()));
+  param_of_[s] = static_cast<int>(params_.size());
   params_.push_back(Param{std::move(c.buffer), s, value});
   tracked_[s] = Tracked{value, false};
   s->mark_tracked(false);
@@ -107,12 +108,12 @@ CallLayout::Slot FusedGraph::slot_of(runtime::DeviceStorage* s) {
 
 std::vector<FreshOutput> FusedGraph::record(const OpCall& call) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  if (!nodes_.empty() && (call.device != device_ || nodes_.size() >= max_ops_)) {
+  if (!nodes_.empty() && (call.device != device_ || (!capturing_ && nodes_.size() >= max_ops_))) {
     if (call.device == device_) ++stats_.flushes_by_size;
     flush_locked();
   }
   OpMark mark = mark_of(call);
-  if (nodes_.size() >= kMinOpsBeforeRepeat && mark.repeats(first_)) {
+  if (!capturing_ && nodes_.size() >= kMinOpsBeforeRepeat && mark.repeats(first_)) {
     ++stats_.flushes_by_repeat;
     flush_locked();
     mark = mark_of(call);
@@ -140,6 +141,14 @@ std::vector<FreshOutput> FusedGraph::record(const OpCall& call) {
   }
   put<uint32_t>(key_, static_cast<uint32_t>(sig.size()));
   key_ += sig;
+  if (bake_) {
+    for (const ProgramPlan::Arg& arg : program->plan.args) {
+      if (arg.kind == ProgramPlan::Arg::Kind::kSlot) continue;
+      const ScalarValue v = runtime_value(call, arg);
+      key_.push_back(v.cacheable ? 'c' : 'r');
+      if (v.cacheable) key_ += v.bytes();
+    }
+  }
   for (int v : node.slot_values) put<int32_t>(key_, v);
 
   std::vector<FreshOutput> fresh;
@@ -186,10 +195,35 @@ void FusedGraph::bind(runtime::DeviceStorage* storage, int64_t pending) {
   storage->mark_tracked(true);
 }
 
-void FusedGraph::forget(runtime::DeviceStorage* storage) {
+void FusedGraph::forget(runtime::DeviceStorage* storage, bool destroyed) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (capturing_ && !destroyed) capture_cut_ = true;
   tracked_.erase(storage);
+  if (auto it = param_of_.find(storage); it != param_of_.end()) {
+    params_[it->second].storage = nullptr;
+    param_of_.erase(it);
+  }
   storage->untrack();
+}
+
+void FusedGraph::set_capturing(bool on, bool bake) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (on) capture_cut_ = false;
+  capturing_ = on;
+  bake_ = on && bake;
+}
+
+bool FusedGraph::capturing() const {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return capturing_;
+}
+
+CapturedProgram FusedGraph::flush_captured() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  CapturedProgram captured;
+  captured.complete = !capture_cut_;
+  flush_locked(&captured);
+  return captured;
 }
 
 void FusedGraph::flush() {
@@ -204,6 +238,7 @@ void FusedGraph::reset_locked() {
   ++generation_;
   values_.clear();
   params_.clear();
+  param_of_.clear();
   nodes_.clear();
   key_.clear();
   first_ = OpMark{};
@@ -221,6 +256,13 @@ std::shared_ptr<FusedGraph::Program> FusedGraph::build_locked(const std::vector<
     for (int v : node.slot_values) slots.push_back(value_of[v]);
     auto emitted = emit_call(b, node.call, node.layout, slots,
                              [&](const hlo::TensorType& t, ProgramPlan::Arg arg) {
+                               if (bake_) {
+                                 const ScalarValue v = runtime_value(node.call, arg);
+                                 if (v.cacheable) {
+                                   return is_floating(v.dtype) ? b.constant(v.dtype, v.f)
+                                                               : b.constant_int(v.dtype, v.i);
+                                 }
+                               }
                                program->runtime_args.emplace_back(static_cast<int>(j), arg);
                                return b.parameter(t);
                              });
@@ -255,7 +297,8 @@ std::shared_ptr<FusedGraph::Program> FusedGraph::build_locked(const std::vector<
   return program;
 }
 
-void FusedGraph::flush_locked() {
+void FusedGraph::flush_locked(CapturedProgram* captured) {
+  if (capturing_) capture_cut_ = true;
   if (nodes_.empty()) {
     reset_locked();
     return;
@@ -269,13 +312,12 @@ void FusedGraph::flush_locked() {
   std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first < b.first : a.second < b.second;
   });
-  std::unordered_map<runtime::DeviceStorage*, int> param_of_storage;
-  for (size_t p = 0; p < params_.size(); ++p) param_of_storage.emplace(params_[p].storage, static_cast<int>(p));
+  const auto& param_of_storage = param_of_;
   std::vector<int> outputs;   // value ids
   std::vector<int> aliases;   // per output: the param whose buffer it may take, or -1
   std::vector<bool> param_aliased(params_.size(), false);
   std::string key = key_;
-  key.push_back('\xff');
+  key.push_back(bake_ ? '\xfe' : '\xff');
   for (const Param& p : params_) {
     put<uint8_t>(key, static_cast<uint8_t>(values_[p.value].type.dtype));
     for (int64_t d : values_[p.value].type.dims) put<int64_t>(key, d);
@@ -315,33 +357,41 @@ void FusedGraph::flush_locked() {
   }
 
   runtime::Runtime& rt = runtime::Runtime::get();
-  std::vector<PJRT_Buffer*> args;
-  for (const Param& p : params_) args.push_back(p.buffer->raw());
+  std::vector<std::shared_ptr<pjrt::Buffer>> params;
+  params.reserve(params_.size());
+  for (Param& p : params_) params.push_back(std::move(p.buffer));  // the sole extra reference
   std::vector<std::shared_ptr<pjrt::Buffer>> scalars;
+  bool scalars_fixed = true;
   for (const auto& [node, arg] : program->runtime_args) {
-    scalars.push_back(executor_.scalars().get(rt.client(), device_, runtime_value(nodes_[node].call, arg)));
-    args.push_back(scalars.back()->raw());
+    const ScalarValue v = runtime_value(nodes_[node].call, arg);
+    scalars_fixed = scalars_fixed && v.cacheable;
+    scalars.push_back(executor_.scalars().get(rt.client(), device_, v));
   }
-  std::vector<int64_t> non_donatable;
-  for (int p : program->donatable_params) {
-    // Donate only when the param list and the storage hold the sole references.
-    if (params_[p].buffer.use_count() > 2) non_donatable.push_back(p);
+  if (captured != nullptr) {
+    captured->exe = program->exe;
+    captured->device = device_;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      captured->params.push_back({params_[i].storage, params[i], values_[params_[i].value].type});
+    }
+    captured->scalars = scalars;
+    captured->scalars_fixed = scalars_fixed;
+    captured->donatable_params = program->donatable_params;
+    for (size_t i = 0; i < live.size(); ++i) {
+      if (i == 0 || live[i].first != live[i - 1].first) {
+        captured->outputs.push_back({values_[live[i].first].type, {}});
+      }
+      if (live[i].second != nullptr) captured->outputs.back().storages.push_back(live[i].second);
+    }
   }
-  pjrt::LoadedExecutable::Result result;
-  try {
-    result = program->exe->execute(args, rt.device(device_).raw, non_donatable);
-  } catch (const std::exception& e) {
-    reset_locked();
-    throw std::runtime_error(runtime::device_error_message(kGraphLabel, e.what()));
-  }
-  executor_.count_execution();
-  ++stats_.graphs_run;
   std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
-  for (auto& out : result.outputs) buffers.emplace_back(std::move(out));
-  // Everything the execution touches stays alive until it has finished.
-  std::vector<std::shared_ptr<pjrt::Buffer>> keep = std::move(scalars);
-  for (Param& p : params_) keep.push_back(std::move(p.buffer));
-  keep.insert(keep.end(), buffers.begin(), buffers.end());
+  try {
+    buffers = run_program(*program->exe, device_, std::move(params), std::move(scalars),
+                          program->donatable_params, kGraphLabel);
+  } catch (...) {
+    reset_locked();
+    throw;
+  }
+  ++stats_.graphs_run;
   size_t k = 0;
   for (size_t i = 0; i < live.size(); ++i) {
     if (i > 0 && live[i].first != live[i - 1].first) ++k;
@@ -353,10 +403,7 @@ void FusedGraph::flush_locked() {
     s->resolve(buffers[k], values_[live[i].first].type, kGraphLabel);
     s->untrack();
   }
-  const int device = device_;
   reset_locked();
-  rt.tracker(device).add(std::shared_ptr<pjrt::Event>(std::move(result.done)), kGraphLabel,
-                         std::move(keep));
 }
 
 }  // namespace tpu::exec

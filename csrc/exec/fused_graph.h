@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cache/fingerprint.h"
+#include "exec/captured_program.h"
 #include "exec/op_call.h"
 #include "exec/program_builder.h"
 #include "pjrt/executable.h"
@@ -51,7 +52,18 @@ class FusedGraph : public runtime::PendingWork {
   void bind(runtime::DeviceStorage* storage, int64_t value);
 
   void flush() override;
-  void forget(runtime::DeviceStorage* storage) override;
+  void forget(runtime::DeviceStorage* storage, bool destroyed) override;
+
+  // torch.compile capture: while on, the graph is cut only by a change of device (never by a
+  // repeat or the size limit), so one FX graph records into one program. With `bake`, view
+  // offsets and fixed scalars become constants of the program (part of its key) instead of
+  // run-time arguments, so XLA sees static slices and can fold them; a program that is
+  // replayed for inputs of one layout loses nothing by it.
+  void set_capturing(bool on, bool bake = false);
+  bool capturing() const;
+  // Runs the recorded graph like flush() and describes it for replay (empty when nothing was
+  // recorded).
+  CapturedProgram flush_captured();
 
   FusedStats stats() const;
   void clear_programs();
@@ -92,7 +104,7 @@ class FusedGraph : public runtime::PendingWork {
   OpMark mark_of(const OpCall& call) const;
   CallLayout::Slot slot_of(runtime::DeviceStorage* s);
   int new_value(hlo::TensorType type, int param);
-  void flush_locked();
+  void flush_locked(CapturedProgram* captured = nullptr);
   std::shared_ptr<Program> build_locked(const std::vector<int>& outputs,
                                         const std::vector<int>& aliases);
   void reset_locked();
@@ -100,9 +112,17 @@ class FusedGraph : public runtime::PendingWork {
   Executor& executor_;
   mutable std::recursive_mutex mu_;
   size_t max_ops_;
+  bool capturing_ = false;
+  bool bake_ = false;
+  // The capture was cut (a flush) or a storage it tracks was written from outside it (an
+  // upload): the program does not stand for the whole captured computation.
+  bool capture_cut_ = false;
   int device_ = -1;
   std::vector<Value> values_;
   std::vector<Param> params_;
+  // Live storages read as parameters (a destroyed storage's entry is dropped and its Param's
+  // storage nulled, so a new storage at the same address is never taken for it).
+  std::unordered_map<runtime::DeviceStorage*, int> param_of_;
   std::vector<Node> nodes_;
   struct Tracked {
     int value;

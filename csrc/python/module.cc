@@ -14,6 +14,7 @@
 #include "exec/executor.h"
 #include "exec/fused_graph.h"
 #include "lowering/registry.h"
+#include "python/compiled_graph.h"
 #include "runtime/runtime.h"
 
 namespace py = pybind11;
@@ -79,6 +80,7 @@ py::dict cache_stats() {
   d["fused_graph_replays"] = f.graph_replays;
   d["fused_flushes_by_repeat"] = f.flushes_by_repeat;
   d["fused_flushes_by_size"] = f.flushes_by_size;
+  d["donated_buffers"] = exec::donated_buffers();
   return d;
 }
 
@@ -167,4 +169,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_shape_churn_limit", [](int n) { exec::Executor::get().churn().set_limit(n); });
   m.def("_shape_churn_limit", [] { return exec::Executor::get().churn().limit(); });
   m.def("_lowerings", &lowering::registered_lowerings);
+  py::class_<python::CompiledGraph>(m, "_CompiledGraph")
+      .def_property_readonly("replayable", &python::CompiledGraph::replayable)
+      .def_property_readonly("reason", &python::CompiledGraph::reason)
+      .def("run", &python::CompiledGraph::run);
+  m.def("_capture_begin", &python::capture_begin);
+  m.def("_capture_end", &python::capture_end);
 }

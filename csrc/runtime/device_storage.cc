@@ -6,7 +6,7 @@ namespace tpu::runtime {
 
 DeviceStorage::~DeviceStorage() {
   if (tracked()) {
-    if (PendingWork* w = pending_work()) w->forget(this);
+    if (PendingWork* w = pending_work()) w->forget(this, true);
   }
 }
 
@@ -46,14 +46,14 @@ void DeviceStorage::resolve(std::shared_ptr<pjrt::Buffer> buffer, hlo::TensorTyp
 void DeviceStorage::set_contents(std::shared_ptr<pjrt::Buffer> buffer, hlo::TensorType type,
                                  const char* writer) {
   if (tracked()) {
-    if (PendingWork* w = pending_work()) w->forget(this);
+    if (PendingWork* w = pending_work()) w->forget(this, false);
   }
   resolve(std::move(buffer), std::move(type), writer);
 }
 
 void DeviceStorage::clear() {
   if (tracked()) {
-    if (PendingWork* w = pending_work()) w->forget(this);
+    if (PendingWork* w = pending_work()) w->forget(this, false);
   }
   std::shared_ptr<pjrt::Buffer> old;
   std::lock_guard<std::mutex> lock(mu_);

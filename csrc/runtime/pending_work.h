@@ -13,8 +13,9 @@ class PendingWork {
   virtual ~PendingWork() = default;
   // Enqueues everything recorded so far; afterwards no storage is pending.
   virtual void flush() = 0;
-  // `storage` gets contents from outside the recorder, or is being destroyed: forget it.
-  virtual void forget(DeviceStorage* storage) = 0;
+  // `storage` gets contents from outside the recorder, or (`destroyed`) is being destroyed:
+  // forget it.
+  virtual void forget(DeviceStorage* storage, bool destroyed) = 0;
 };
 
 // Installed once by the executor layer; null until then.

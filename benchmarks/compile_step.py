@@ -1,0 +1,165 @@
+"""torch.compile(backend="tpu") against the other ways to run the same work on this machine's CPU,
+side by side in one process:
+
+  (a) PyTorch eager on the CPU      (b) torch.compile with Inductor on the CPU
+  (c) tpu Strict Eager              (d) tpu Fused Eager
+  (e) torch.compile(backend="tpu")  (f) the same Llama step in JAX under jax.jit, when jax imports
+
+on the Llama-style and minGPT training steps (forward, backward, AdamW; the loss is read on the
+host every step, as a training loop logs it) and ResNet-18 inference.
+
+    python benchmarks/compile_step.py [--steps N] [--rounds R] [--workloads ...]
+
+Each contender builds its own copy of the same model from the same weights; its first calls
+(warm-up, compilation) are timed separately; then the contenders alternate rounds of N steps
+and the median steps/s of each is reported with ratios. Targets: (e) >= 1.0x (b) and >= 2x (a)
+on the transformer training steps; (e) within 1.1x of (f).
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch._dynamo
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import torch_tpu  # noqa: E402,F401
+from torch_tpu.execution_mode import EagerMode, mode  # noqa: E402
+
+import models  # noqa: E402
+from _results import write  # noqa: E402
+
+CONTENDERS = ["eager_cpu", "inductor_cpu", "tpu_strict", "tpu_fused", "tpu_compile", "jax_jit"]
+# Training sizes: the main job's Llama size (dim 128, batch 16 x 64); minGPT at the same scale.
+LLAMA = dict(vocab_size=256, dim=128, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=512, max_seq_len=64)
+GPT = dict(vocab_size=256, block_size=64, n_layer=2, n_head=4, n_embd=128, dropout=0.0)
+BATCH, SEQ = 16, 64
+
+
+def _tokens(seed):
+    tokens = torch.randint(0, 256, (BATCH, SEQ + 1), generator=torch.Generator().manual_seed(seed))
+    return tokens[:, :-1], tokens[:, 1:]
+
+
+def _make_model(workload):
+    torch.manual_seed(0)
+    if workload == "llama_train":
+        return models.Llama(models.LlamaConfig(**LLAMA))
+    if workload == "mingpt_train":
+        return models.GPT(models.GPTConfig(**GPT))
+    return models.resnet18().eval()
+
+
+def make(workload, contender):
+    """A zero-argument function running one step and returning a float read on the host."""
+    model = _make_model(workload)
+    if contender == "jax_jit":
+        if workload != "llama_train":
+            return None
+        import jax_llama
+
+        x, y = _tokens(1)
+        return jax_llama.make_step(model, x, y, lr=3e-3, weight_decay=0.01)
+    device = "cpu" if contender in ("eager_cpu", "inductor_cpu") else "tpu"
+    model = model.to(device)
+    eager_mode = EagerMode.FUSED if contender == "tpu_fused" else EagerMode.STRICT
+    if workload == "resnet18_infer":
+        x = torch.randn(8, 3, 32, 32, generator=torch.Generator().manual_seed(1)).to(device)
+        fn = model
+        if contender == "inductor_cpu":
+            fn = torch.compile(model)
+        elif contender == "tpu_compile":
+            fn = torch.compile(model, backend="tpu")
+
+        def infer():
+            with mode(eager_mode), torch.no_grad():
+                return fn(x).sum().item()
+
+        return infer
+    x, y = (t.to(device) for t in _tokens(1))
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01,
+                            capturable=contender == "tpu_compile")
+
+    def step():
+        loss = model(x, y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    if contender == "inductor_cpu":
+        step = torch.compile(step)
+    elif contender == "tpu_compile":
+        step = torch.compile(step, backend="tpu")
+
+    def train():
+        with mode(eager_mode):
+            opt.zero_grad(set_to_none=True)
+            return step().item()
+
+    return train
+
+
+def measure(workload, contenders, steps_per_round, rounds, warmup):
+    runners, warm, values = {}, {}, {}
+    for c in contenders:
+        try:
+            fn = make(workload, c)
+        except ImportError as e:  # jax not installed
+            print(f"{workload}: {c} skipped ({e})")
+            continue
+        if fn is None:
+            continue
+        start = time.perf_counter()
+        values[c] = [fn() for _ in range(warmup)]
+        warm[c] = time.perf_counter() - start
+        runners[c] = fn
+    rates = {c: [] for c in runners}
+    for _ in range(rounds):
+        for c, fn in runners.items():
+            start = time.perf_counter()
+            for _ in range(steps_per_round):
+                fn()
+            rates[c].append(steps_per_round / (time.perf_counter() - start))
+    med = {c: statistics.median(r) for c, r in rates.items()}
+    ref = values.get("eager_cpu")
+    diffs = {c: max(abs(a - b) for a, b in zip(v, ref)) for c, v in values.items() if ref}
+    return {"steps_per_second": med, "all_steps_per_second": rates, "warmup_seconds": warm,
+            "first_values": values, "max_difference_vs_eager_cpu_during_warmup": diffs}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--workloads", nargs="*", default=["llama_train", "mingpt_train", "resnet18_infer"])
+    parser.add_argument("--contenders", nargs="*", default=CONTENDERS, choices=CONTENDERS)
+    args = parser.parse_args()
+    torch._dynamo.config.cache_size_limit = 64
+    data, table = {}, [["workload"] + args.contenders + ["compile / inductor", "compile / eager cpu",
+                                                         "compile / jax"]]
+    for w in args.workloads:
+        r = measure(w, args.contenders, args.steps, args.rounds, args.warmup)
+        data[w] = r
+        med = r["steps_per_second"]
+        e = med.get("tpu_compile")
+        row = [w] + [f"{med[c]:.1f}/s (warm-up {r['warmup_seconds'][c]:.1f} s)" if c in med else "-"
+                     for c in args.contenders]
+        for ref in ("inductor_cpu", "eager_cpu", "jax_jit"):
+            row.append(f"{e / med[ref]:.2f}x" if e and ref in med else "-")
+        table.append(row)
+        print(row, flush=True)
+    write("compile_step", 'torch.compile(backend="tpu") vs eager, Inductor, Strict, Fused and JAX', data, table, [
+        "Steps per second (median of rounds; higher is better). Warm-up = the first "
+        f"{args.warmup} calls, compilation included. Ratios are (e) tpu_compile over the others.",
+        "Targets: (e) >= 1.0x Inductor and >= 2x eager CPU on the training steps; (e) within 1.1x of JAX.",
+    ])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,286 @@
+"""torch.compile(backend="tpu") behaviour: backend and device interface registration, graph
+breaks and fullgraph errors, static and dynamic shapes (with the per-graph shape limit),
+no_grad / inference_mode / autocast, unused Inductor settings, input mutation and aliasing,
+random ops, host inputs, CPU fallbacks inside a graph, and the eager modes around it. Every
+result is compared with the same computation in eager mode on the CPU."""
+
+import warnings
+
+import pytest
+import torch
+import torch._dynamo
+import torch.nn.functional as F
+
+import torch_tpu
+from torch_tpu.dynamo import TpuInterface, graph_runner
+from torch_tpu.execution_mode import EagerMode, mode
+
+
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
+
+
+def mlp_params(gen):
+    return (torch.randn(8, 16, generator=gen), torch.randn(16, generator=gen), torch.randn(4, 16, generator=gen))
+
+
+def mlp(x, w1, b1, w2):
+    return F.linear(torch.relu(F.linear(x, w1.t(), b1)), w2)
+
+
+def tpu(*ts):
+    return [t.to("tpu") for t in ts]
+
+
+def test_backend_and_device_interface_are_registered():
+    assert "tpu" in torch._dynamo.list_backends(exclude_tags=())
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    interface = get_interface_for_device("tpu")
+    assert interface is TpuInterface
+    assert interface.is_available() and interface.device_count() >= 1
+    assert interface.current_device() == torch.tpu.current_device()
+    interface.synchronize()
+
+
+def test_compiled_function_matches_cpu_and_replays():
+    gen = torch.Generator().manual_seed(0)
+    x, params = torch.randn(5, 8, generator=gen), mlp_params(gen)
+    f = torch.compile(mlp, backend="tpu")
+    out = f(*tpu(x, *params))
+    torch.testing.assert_close(out.cpu(), mlp(x, *params), rtol=1e-5, atol=1e-5)
+    assert graph_runner.stats["captures"] == 1
+    x2 = torch.randn(5, 8, generator=gen)
+    out2 = f(*tpu(x2, *params))
+    torch.testing.assert_close(out2.cpu(), mlp(x2, *params), rtol=1e-5, atol=1e-5)
+    assert graph_runner.stats == {"captures": 1, "replays": 1, "rerecorded_calls": 0, "op_by_op_calls": 0}
+
+
+def test_graph_break_runs_pieces_and_fullgraph_names_the_cause():
+    def f(x):
+        y = torch.sin(x) * 2
+        torch._dynamo.graph_break()
+        return torch.cos(y) + 1
+
+    x = torch.randn(6)
+    out = torch.compile(f, backend="tpu")(x.to("tpu"))
+    torch.testing.assert_close(out.cpu(), f(x), rtol=1e-5, atol=1e-5)
+    assert graph_runner.stats["captures"] == 2  # one graph before the break, one after
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="graph_break"):
+        torch.compile(f, backend="tpu", fullgraph=True)(x.to("tpu"))
+
+    def data_dependent(x):
+        if x.sum() > 0:  # needs the value on the host: a graph break
+            return x + 1
+        return x - 1
+
+    with pytest.raises(Exception, match="(?i)data.dependent|Tensor.*bool|generic_jump"):
+        torch.compile(data_dependent, backend="tpu", fullgraph=True)(x.to("tpu"))
+    torch._dynamo.reset()
+    out = torch.compile(data_dependent, backend="tpu")(x.to("tpu"))
+    torch.testing.assert_close(out.cpu(), data_dependent(x))
+
+
+def test_static_shapes_capture_per_shape():
+    f = torch.compile(lambda x: (x * 2).sum(0), backend="tpu", dynamic=False)
+    for n in (3, 5, 3, 5):
+        x = torch.randn(n, 4)
+        torch.testing.assert_close(f(x.to("tpu")).cpu(), (x * 2).sum(0))
+    assert graph_runner.stats["captures"] == 2 and graph_runner.stats["replays"] == 2
+
+
+@pytest.mark.parametrize("how", ["dynamic", "mark_dynamic"])
+def test_dynamic_shapes_compile_per_shape_under_a_limit(how, monkeypatch):
+    monkeypatch.setenv("TORCH_TPU_COMPILE_SHAPE_LIMIT", "2")
+
+    def g(x):
+        return torch.tanh(x).sum(0) * x.shape[0]
+
+    f = torch.compile(g, backend="tpu", dynamic=True if how == "dynamic" else None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in (3, 5, 3, 7, 7):
+            x = torch.randn(n, 4)
+            xt = x.to("tpu")
+            if how == "mark_dynamic":
+                torch._dynamo.mark_dynamic(xt, 0)
+            torch.testing.assert_close(f(xt).cpu(), g(x), rtol=1e-5, atol=1e-5)
+    # One Dynamo graph with a symbolic size; programs for 3 and 5, then the limit: 7 runs op by op.
+    assert graph_runner.stats["captures"] == 2
+    assert graph_runner.stats["replays"] == 1
+    assert graph_runner.stats["op_by_op_calls"] == 2
+    limit_warnings = [w for w in caught if "TORCH_TPU_COMPILE_SHAPE_LIMIT" in str(w.message)]
+    assert len(limit_warnings) == 1 and "(7, 4)" in str(limit_warnings[0].message)
+
+
+def test_no_grad_inference_mode_and_autocast():
+    gen = torch.Generator().manual_seed(1)
+    x, params = torch.randn(5, 8, generator=gen), mlp_params(gen)
+    f = torch.compile(mlp, backend="tpu")
+    with torch.no_grad():
+        out = f(*tpu(x, *params))
+    assert not out.requires_grad
+    torch.testing.assert_close(out.cpu(), mlp(x, *params), rtol=1e-5, atol=1e-5)
+    with torch.inference_mode():
+        out = f(*tpu(x, *params))
+    torch.testing.assert_close(out.cpu(), mlp(x, *params), rtol=1e-5, atol=1e-5)
+    with torch.autocast("tpu", dtype=torch.bfloat16):
+        out = f(*tpu(x, *params))
+        eager = mlp(*tpu(x, *params))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cpu = mlp(x, *params)
+    assert out.dtype == eager.dtype == cpu.dtype == torch.bfloat16
+    torch.testing.assert_close(out.cpu(), eager.cpu(), rtol=1.6e-2, atol=1e-2)
+    torch.testing.assert_close(out.cpu(), cpu, rtol=3e-2, atol=3e-2)
+
+
+def test_compiled_training_of_a_module_with_requires_grad_inputs():
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(5, 8, generator=gen)
+    params = [p.requires_grad_() for p in mlp_params(gen)]
+    tparams = [p.detach().to("tpu").requires_grad_() for p in params]
+    f = torch.compile(mlp, backend="tpu")
+    for _ in range(2):
+        for p in tparams:
+            p.grad = None
+        f(x.to("tpu"), *tparams).square().mean().backward()
+    for p in params:
+        p.grad = None
+    mlp(x, *params).square().mean().backward()
+    for p, t in zip(params, tparams):
+        torch.testing.assert_close(t.grad.cpu(), p.grad, rtol=1e-5, atol=1e-5)
+    assert graph_runner.stats["captures"] == 2  # forward and backward, replayed on the second step
+    assert graph_runner.stats["replays"] == 2
+
+
+def test_inductor_mode_and_options_are_accepted_with_a_note():
+    x = torch.randn(4, 4)
+    with pytest.warns(UserWarning, match="no effect on the tpu backend"):
+        out = torch.compile(torch.sin, backend="tpu", mode="max-autotune")(x.to("tpu"))
+    torch.testing.assert_close(out.cpu(), torch.sin(x))
+    torch._dynamo.reset()
+    with pytest.warns(UserWarning, match="option 'some_inductor_flag'"):
+        out = torch.compile(torch.cos, backend="tpu", options={"some_inductor_flag": 1})(x.to("tpu"))
+    torch.testing.assert_close(out.cpu(), torch.cos(x))
+
+
+def test_input_mutation_and_aliased_outputs():
+    def f(x, buf):
+        buf.add_(x)  # an in-place update of an input, like a BatchNorm running stat
+        return x[1:], buf * 2
+
+    x, buf = torch.randn(4, 3), torch.zeros(4, 3)
+    cf = torch.compile(f, backend="tpu")
+    tx, tbuf = x.to("tpu"), buf.to("tpu")
+    for _ in range(3):
+        view, doubled = cf(tx, tbuf)
+        view_cpu, doubled_cpu = f(x, buf)
+        torch.testing.assert_close(tbuf.cpu(), buf)
+        torch.testing.assert_close(doubled.cpu(), doubled_cpu)
+        torch.testing.assert_close(view.cpu(), view_cpu)
+    view.mul_(0)  # the returned slice is still a view of x
+    assert float(tx[1:].abs().sum()) == 0.0
+    assert graph_runner.stats["replays"] >= 1
+
+
+def test_random_ops_draw_new_numbers_each_call():
+    def f(x):
+        return F.dropout(x, p=0.5, training=True)
+
+    x = torch.ones(4096)
+    cf = torch.compile(f, backend="tpu")
+    torch.tpu.manual_seed(123)
+    a, b = cf(x.to("tpu")).cpu(), cf(x.to("tpu")).cpu()
+    assert not torch.equal(a, b)
+    for out in (a, b):
+        kept = (out != 0).float().mean().item()
+        assert 0.45 < kept < 0.55
+        assert torch.all((out == 0) | (out == 2.0))
+    # The same generator state gives the same numbers as eager mode.
+    torch.tpu.manual_seed(123)
+    eager = f(x.to("tpu")).cpu()
+    torch.testing.assert_close(a, eager)
+
+
+def test_host_inputs_and_a_non_capturable_optimizer():
+    gen = torch.Generator().manual_seed(3)
+    w = torch.randn(6, generator=gen)
+    tw = w.to("tpu").requires_grad_()
+    cw = w.clone().requires_grad_()
+    opts = [torch.optim.Adam([tw], lr=0.1), torch.optim.Adam([cw], lr=0.1)]  # step counts on the CPU
+
+    def step(p, opt):
+        opt.zero_grad()
+        (p * p).sum().backward()
+        opt.step()
+
+    cstep = torch.compile(step, backend="tpu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(4):
+            cstep(tw, opts[0])
+            step(cw, opts[1])
+    torch.testing.assert_close(tw.detach().cpu(), cw.detach(), rtol=1e-5, atol=1e-6)
+    assert any("capturable=True" in str(w.message) for w in caught)
+
+
+def test_an_op_that_falls_back_inside_a_graph():
+    def f(a, b):
+        return torch.gcd(a, b) + 1
+
+    a, b = torch.randint(1, 100, (8,)), torch.randint(1, 100, (8,))
+    cf = torch.compile(f, backend="tpu")
+    torch_tpu.reset_fallback_counts()
+    with pytest.warns(UserWarning, match="recorded again on every call"):
+        out = cf(*tpu(a, b))
+    assert torch.equal(out.cpu(), f(a, b))
+    out = cf(*tpu(b, a))
+    assert torch.equal(out.cpu(), f(b, a))
+    assert torch_tpu.fallback_counts().get("aten::gcd.out", 0) >= 1
+
+
+@pytest.mark.parametrize("eager_mode", [EagerMode.DEBUG, EagerMode.FUSED])
+def test_compiled_graphs_in_every_eager_mode(eager_mode):
+    gen = torch.Generator().manual_seed(4)
+    x, params = torch.randn(5, 8, generator=gen), mlp_params(gen)
+    f = torch.compile(mlp, backend="tpu")
+    with mode(eager_mode):
+        for _ in range(2):
+            tx = x.to("tpu") * 1.0  # pending in Fused mode: flushed before the compiled graph reads it
+            out = f(tx, *tpu(*params)) + 1
+        result = out.cpu()
+    torch.testing.assert_close(result, mlp(x, *params) + 1, rtol=1e-5, atol=1e-5)
+    assert graph_runner.stats["replays"] == 1
+
+
+# A new process compiling the same function: the compiled graph's program comes from the disk tier.
+_CHILD = r"""
+import json, torch, torch_tpu
+import torch.nn.functional as F
+def f(x, w):
+    return F.gelu(x @ w).sum(0)
+g = torch.Generator().manual_seed(0)
+x, w = torch.randn(6, 5, generator=g), torch.randn(5, 3, generator=g)
+out = torch.compile(f, backend="tpu")(x.to("tpu"), w.to("tpu")).cpu()
+torch.testing.assert_close(out, f(x, w), rtol=1e-5, atol=1e-5)
+s = torch.tpu.compilation_cache_stats()
+print(json.dumps({"compiles": s["compiles"], "disk_loads": s["disk_loads"], "graphs": s["fused_graph_compiles"]}))
+"""
+
+
+def test_compiled_graphs_are_loaded_from_the_disk_cache_in_a_new_process(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TORCH_TPU_CACHE_DIR": str(tmp_path)}
+
+    def child():
+        r = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    cold, warm = child(), child()
+    assert cold["compiles"] >= 1 and cold["graphs"] == 1
+    assert warm["compiles"] == 0 and warm["disk_loads"] >= 1

@@ -1,0 +1,188 @@
+"""One ATen graph from AOTAutograd, compiled for the ``tpu`` device.
+
+The first call with a given input layout *captures* the graph: it runs the graph's ops in
+Fused Eager recording mode (each op through its own lowering, exactly as in eager), and the
+recorded graph becomes one StableHLO module, compiled through the shared executable cache
+(memory and disk tiers). The captured program is then replayed directly on later inputs of
+the same layout - no Python, no per-op dispatch - with mutated inputs' buffers donated to their
+new values.
+
+Shapes are static: a new input shape (or layout) captures and compiles a new program, up to
+``TORCH_TPU_COMPILE_SHAPE_LIMIT`` (default 8) per graph; beyond it the graph warns once and
+runs op by op in the current eager mode.
+
+Graphs that cannot be replayed as captured - they draw random numbers, take CPU tensors
+(e.g. the step count of an optimizer without ``capturable=True``) or contain an op that runs on
+the CPU - are recorded again on every call; the recorded graph still runs as one cached
+program (with the new seeds and scalar values), only the per-op Python cost remains.
+"""
+
+import os
+import warnings
+
+import torch
+
+from .. import _C
+from ..execution_mode import EagerMode, mode
+
+_DEFAULT_SHAPE_LIMIT = 8
+
+
+def shape_limit() -> int:
+    value = os.environ.get("TORCH_TPU_COMPILE_SHAPE_LIMIT", "")
+    try:
+        return max(1, int(value)) if value else _DEFAULT_SHAPE_LIMIT
+    except ValueError:
+        return _DEFAULT_SHAPE_LIMIT
+
+
+# Counters for tests and benchmarks: captures, replays, re-recorded calls, op-by-op calls.
+stats = {"captures": 0, "replays": 0, "rerecorded_calls": 0, "op_by_op_calls": 0}
+
+
+def reset_stats() -> None:
+    for key in stats:
+        stats[key] = 0
+
+
+# CPU tensor inputs (index tensors saved for backward, scalar tensors) are baked into a
+# captured program; a replay must see the same values. Larger ones make the graph re-record.
+_MAX_HOST_INPUT_NUMEL = 4096
+# Distinct CPU input values a graph is captured for before it switches to re-recording (an
+# optimizer step count changes on every call).
+_MAX_HOST_VALUE_SETS = 2
+
+
+def _host_values(tensors):
+    values = []
+    for t in tensors:
+        if t.device.type == "cpu":
+            if t.numel() > _MAX_HOST_INPUT_NUMEL:
+                return None
+            values.append((t.dtype, tuple(t.shape), tuple(t.reshape(-1).tolist())))
+    return tuple(values)
+
+
+class _Variant:
+    """A captured program for one input layout, with how to rebuild the graph's outputs."""
+
+    def __init__(self, graph, template, host_values):
+        self.graph = graph
+        # Per output: ("t", i) the i-th device tensor, ("h", t) a host tensor, ("c", v) a constant.
+        self.template = template
+        self.host_values = host_values
+
+    def outputs(self, tensors):
+        return [tensors[v] if kind == "t" else v.clone() if kind == "h" else v for kind, v in self.template]
+
+
+class CompiledFxGraph:
+    """A callable (boxed calling convention) running ``gm`` as captured XLA programs."""
+
+    def __init__(self, gm, kind):
+        # In the instance dict, so wrappers made with functools.wraps (Dynamo's disable) keep it.
+        self._boxed_call = True
+        self.gm = gm
+        self.kind = kind
+        self.variants = {}  # non-tensor arguments -> [_Variant]
+        self.variant_count = 0
+        self.has_host_inputs = None
+        self.host_value_sets = set()
+        self.rerecord_reason = None
+        self.warned = set()
+
+    def __call__(self, *args):
+        # Boxed (one list) when AOTAutograd sees _boxed_call, unpacked when a wrapper hid it.
+        if len(args) == 1 and isinstance(args[0], list):
+            args = args[0]
+        key = tuple(a for a in args if not isinstance(a, torch.Tensor))
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if self.has_host_inputs is None:
+            self.has_host_inputs = any(t.device.type == "cpu" for t in tensors)
+        host = _host_values(tensors) if self.has_host_inputs else ()
+        if self.rerecord_reason is None and self.has_host_inputs:
+            self._check_host_values(host)
+        if self.rerecord_reason is None:
+            for variant in self.variants.get(key, ()):
+                if variant.host_values != host:
+                    continue
+                out = variant.graph.run(tensors)
+                if out is not None:
+                    stats["replays"] += 1
+                    return variant.outputs(out)
+        if self.rerecord_reason is not None or self.variant_count < shape_limit():
+            return self._capture(args, key, tensors, host)
+        self._warn_once(
+            "limit",
+            f"torch.compile(backend='tpu'): a {self.kind} graph has been compiled for "
+            f"{self.variant_count} input shapes or layouts (TORCH_TPU_COMPILE_SHAPE_LIMIT); new ones "
+            f"now run op by op. Latest input shapes: {[tuple(t.shape) for t in tensors][:6]}. Fix: keep "
+            "shapes static (pad batches to a few sizes) or raise the limit.",
+        )
+        stats["op_by_op_calls"] += 1
+        return list(self.gm(*args))
+
+    def _check_host_values(self, host):
+        if host is None:
+            self.rerecord_reason = f"a CPU tensor input has more than {_MAX_HOST_INPUT_NUMEL} elements"
+        else:
+            self.host_value_sets.add(host)
+            if len(self.host_value_sets) > _MAX_HOST_VALUE_SETS:
+                self.rerecord_reason = "the values of a CPU tensor input change between calls"
+        if self.rerecord_reason is not None:
+            self._warn_rerecord()
+
+    def _warn_rerecord(self):
+        if "random" in self.rerecord_reason:
+            return  # dropout and other random ops: expected, nothing to fix
+        self._warn_once(
+            "rerecord",
+            f"torch.compile(backend='tpu'): a {self.kind} graph is recorded again on every call "
+            f"because {self.rerecord_reason}; it still runs as one compiled program."
+            + _hint(self.rerecord_reason),
+        )
+
+    def _capture(self, args, key, tensors, host):
+        with mode(EagerMode.FUSED):
+            # The first capture bakes offsets and scalars into the program (it is replayed only
+            # for the same layout); re-recordings keep them as arguments so one program serves.
+            _C._capture_begin(self.rerecord_reason is None)
+            try:
+                outs = list(self.gm(*args))
+            except BaseException:
+                _C._capture_end([], [])
+                raise
+            out_tensors = [o for o in outs if isinstance(o, torch.Tensor) and o.device.type != "cpu"]
+            graph = _C._capture_end(tensors, out_tensors)
+        if self.rerecord_reason is not None:
+            stats["rerecorded_calls"] += 1
+            return outs
+        stats["captures"] += 1
+        if not graph.replayable:
+            self.rerecord_reason = graph.reason
+            self._warn_rerecord()
+            return outs
+        template, t = [], 0
+        for o in outs:
+            if isinstance(o, torch.Tensor) and o.device.type != "cpu":
+                template.append(("t", t))
+                t += 1
+            elif isinstance(o, torch.Tensor):
+                # Computed on the host from constants and the CPU inputs (matched per variant).
+                template.append(("h", o.detach().clone()))
+            else:
+                template.append(("c", o))
+        self.variants.setdefault(key, []).append(_Variant(graph, template, host))
+        self.variant_count += 1
+        return outs
+
+    def _warn_once(self, what, message):
+        if what not in self.warned:
+            self.warned.add(what)
+            warnings.warn(message, stacklevel=3)
+
+
+def _hint(reason: str) -> str:
+    if "CPU tensor" in reason:
+        return " Fix: keep such inputs on the device (for optimizers: capturable=True)."
+    return " Fix: see torch_tpu.fallback_counts() for ops that run on the CPU."

@@ -284,3 +284,19 @@ def test_compiled_graphs_are_loaded_from_the_disk_cache_in_a_new_process(tmp_pat
     cold, warm = child(), child()
     assert cold["compiles"] >= 1 and cold["graphs"] == 1
     assert warm["compiles"] == 0 and warm["disk_loads"] >= 1
+
+
+def test_a_second_device_and_cpu_only_graphs():
+    gen = torch.Generator().manual_seed(5)
+    x, params = torch.randn(5, 8, generator=gen), mlp_params(gen)
+    f = torch.compile(mlp, backend="tpu")
+    on1 = [t.to("tpu:1") for t in (x, *params)]
+    for _ in range(2):
+        out = f(*on1)
+    assert out.device == torch.device("tpu:1")
+    torch.testing.assert_close(out.cpu(), mlp(x, *params), rtol=1e-5, atol=1e-5)
+    assert graph_runner.stats["replays"] == 1
+    # A graph with no tpu tensors runs as it is, random ops included (never frozen).
+    g = torch.compile(lambda n: torch.rand(n.shape) + n, backend="tpu")
+    a, b = g(torch.zeros(16)), g(torch.zeros(16))
+    assert a.device.type == "cpu" and not torch.equal(a, b)

@@ -95,6 +95,7 @@ CompiledGraph::CompiledGraph(exec::CapturedProgram program, const std::vector<at
       spec.source = OutputSpec::Source::kProgram;
       spec.index = fr->second;
       FreshStorage& f = fresh_[fr->second];
+      ++f.users;
       if (!f.used || f.dtype == spec.dtype) {
         f.dtype = spec.dtype;
         f.used = true;
@@ -109,6 +110,19 @@ CompiledGraph::CompiledGraph(exec::CapturedProgram program, const std::vector<at
       fail("an output is a device tensor the graph neither reads nor writes");
     }
     outputs_.push_back(std::move(spec));
+  }
+  // An output that is its fresh storage's only view, whole and contiguous, is returned as the
+  // base tensor itself (no view op per output on every run).
+  for (size_t j = 0; j < outputs_.size(); ++j) {
+    OutputSpec& spec = outputs_[j];
+    if (spec.source != OutputSpec::Source::kProgram || fresh_[spec.index].users != 1) continue;
+    const at::Tensor& t = outputs[j];
+    if (spec.offset == 0 && t.is_contiguous() &&
+        static_cast<size_t>(t.numel()) * t.element_size() == spec.nbytes) {
+      spec.direct = true;
+      fresh_[spec.index].shaped = true;
+      fresh_[spec.index].sizes = spec.sizes;
+    }
   }
 }
 
@@ -169,7 +183,8 @@ std::optional<std::vector<at::Tensor>> CompiledGraph::run(const std::vector<at::
       continue;
     }
     const int64_t numel = static_cast<int64_t>(f.nbytes / c10::elementSize(f.dtype));
-    at::Tensor base = aten::empty_on({numel}, f.dtype, program_.device);
+    at::Tensor base = f.shaped ? aten::empty_on(f.sizes, f.dtype, program_.device)
+                               : aten::empty_on({numel}, f.dtype, program_.device);
     aten::storage(base).set_contents(buffers[f.program_output], program_.outputs[f.program_output].type, kLabel);
     bases.push_back(std::move(base));
   }
@@ -181,7 +196,8 @@ std::optional<std::vector<at::Tensor>> CompiledGraph::run(const std::vector<at::
         out.push_back(inputs[spec.index].as_strided(spec.sizes, spec.strides, spec.offset));
         break;
       case OutputSpec::Source::kProgram:
-        out.push_back(bases[spec.index].as_strided(spec.sizes, spec.strides, spec.offset));
+        out.push_back(spec.direct ? bases[spec.index]
+                                  : bases[spec.index].as_strided(spec.sizes, spec.strides, spec.offset));
         break;
       case OutputSpec::Source::kEmpty: {
         const int64_t numel = static_cast<int64_t>(spec.nbytes / c10::elementSize(spec.dtype));

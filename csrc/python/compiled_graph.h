@@ -46,12 +46,16 @@ class CompiledGraph {
     std::vector<int64_t> sizes, strides;
     int64_t offset = 0;
     size_t nbytes = 0;
+    bool direct = false;  // the whole fresh storage, contiguous: its base tensor is the output
   };
   struct FreshStorage {
     int program_output = -1;
     at::ScalarType dtype = at::kByte;  // the dtype its base tensor is made with
     size_t nbytes = 0;
     bool used = false;                 // some output views it
+    int users = 0;
+    bool shaped = false;               // the base is made with `sizes` (one direct output)
+    std::vector<int64_t> sizes;
   };
 
   bool matches(const std::vector<at::Tensor>& inputs,

@@ -88,7 +88,9 @@ class CompiledFxGraph:
         self.variant_count = 0
         self.has_host_inputs = None
         self.host_value_sets = set()
-        self.rerecord_reason = None
+        # Random ops (CPU ones included, which the recorder does not see) draw new numbers on
+        # every call: such graphs are recorded again per call, never replayed as captured.
+        self.rerecord_reason = "the graph draws random numbers" if _draws_random_numbers(gm) else None
         self.warned = set()
 
     def __call__(self, *args):
@@ -97,6 +99,9 @@ class CompiledFxGraph:
             args = args[0]
         key = tuple(a for a in args if not isinstance(a, torch.Tensor))
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if self.has_host_inputs is None and not any(t.device.type == "tpu" for t in tensors):
+            stats["op_by_op_calls"] += 1  # no tpu tensor in: a graph of CPU work runs as it is
+            return list(self.gm(*args))
         if self.has_host_inputs is None:
             self.has_host_inputs = any(t.device.type == "cpu" for t in tensors)
         host = _host_values(tensors) if self.has_host_inputs else ()
@@ -180,6 +185,14 @@ class CompiledFxGraph:
         if what not in self.warned:
             self.warned.add(what)
             warnings.warn(message, stacklevel=3)
+
+
+def _draws_random_numbers(gm) -> bool:
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+            if torch.Tag.nondeterministic_seeded in node.target.tags:
+                return True
+    return False
 
 
 def _hint(reason: str) -> str:

@@ -48,7 +48,7 @@ def get_amp_supported_dtype():
 
 
 def compilation_cache_stats():
-    """Statistics of the compilation cache shared by all eager modes.
+    """Statistics of the compilation cache shared by all eager modes and torch.compile.
 
     ``hits`` (lookups answered without compiling: per-op programs, fused graphs and executables
     in memory), ``misses``, ``compiles``, ``compile_seconds``, ``entries`` (executables in
@@ -56,7 +56,8 @@ def compilation_cache_stats():
     ``disk_writes``, ``disk_rejected`` (corrupt or foreign entries replaced), ``disk_evicted``,
     ``disk_bytes`` and ``disk_dir``; and Fused Eager's ``fused_ops_recorded``,
     ``fused_graphs_run``, ``fused_graph_compiles``, ``fused_graph_replays``,
-    ``fused_flushes_by_repeat`` and ``fused_flushes_by_size``.
+    ``fused_flushes_by_repeat`` and ``fused_flushes_by_size``; ``donated_buffers`` (input
+    buffers that fused graphs and compiled graphs reused for their outputs).
     """
     return dict(_C._compilation_cache_stats())
 

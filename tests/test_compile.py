@@ -52,7 +52,8 @@ def test_compiled_function_matches_cpu_and_replays():
     x2 = torch.randn(5, 8, generator=gen)
     out2 = f(*tpu(x2, *params))
     torch.testing.assert_close(out2.cpu(), mlp(x2, *params), rtol=1e-5, atol=1e-5)
-    assert graph_runner.stats == {"captures": 1, "replays": 1, "rerecorded_calls": 0, "op_by_op_calls": 0}
+    assert graph_runner.stats == {"captures": 1, "replays": 1, "rerecorded_calls": 0, "op_by_op_calls": 0,
+                                  "padded_calls": 0}
 
 
 def test_graph_break_runs_pieces_and_fullgraph_names_the_cause():
@@ -300,3 +301,89 @@ def test_a_second_device_and_cpu_only_graphs():
     g = torch.compile(lambda n: torch.rand(n.shape) + n, backend="tpu")
     a, b = g(torch.zeros(16)), g(torch.zeros(16))
     assert a.device.type == "cpu" and not torch.equal(a, b)
+
+
+def _mark_batch_dynamic(t):
+    torch._dynamo.mark_dynamic(t, 0)
+    return t
+
+
+def test_a_dynamic_batch_is_padded_to_buckets():
+    import copy
+
+    import models
+
+    torch.manual_seed(0)
+    for model, make in [
+        (torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4)),
+         lambda n, g: torch.randn(n, 8, generator=g)),
+        (models.Llama(), lambda n, g: torch.randint(0, 256, (n, 16), generator=g)),
+    ]:
+        torch._dynamo.reset()
+        graph_runner.reset_stats()
+        model.eval()
+        compiled = torch.compile(copy.deepcopy(model).to("tpu"), backend="tpu")
+        with torch.no_grad():
+            for n in (3, 5, 6, 7, 4, 3):
+                x = make(n, torch.Generator().manual_seed(n))
+                out = compiled(_mark_batch_dynamic(x.to("tpu")))
+                assert out.shape[0] == n
+                torch.testing.assert_close(out.cpu(), model(x), rtol=1e-4, atol=1e-4)
+        # Sizes 3 and 4 share the bucket 4, sizes 5 to 7 the bucket 8: two programs.
+        assert graph_runner.stats["captures"] == 2, graph_runner.stats
+        assert graph_runner.stats["padded_calls"] == 5  # every size but 4
+        assert graph_runner.stats["replays"] == 4
+
+
+@pytest.mark.parametrize("case", ["reduce_over_batch", "size_as_value", "softmax_over_batch", "dynamic_sequence"])
+def test_dynamic_sizes_that_padding_would_change_are_not_padded(case):
+    import models
+
+    torch.manual_seed(0)
+    if case == "dynamic_sequence":  # attention mixes positions along the dynamic dimension
+        model = models.Llama().eval()
+        fn, dim, make = model, 1, lambda n: torch.randint(0, 256, (2, n))
+    else:
+        fn = {
+            "reduce_over_batch": lambda x: torch.relu(x).mean(0),
+            "size_as_value": lambda x: x * x.shape[0],
+            "softmax_over_batch": lambda x: torch.softmax(x, dim=0),
+        }[case]
+        dim, make = 0, lambda n: torch.randn(n, 4)
+    import copy
+
+    on_tpu = copy.deepcopy(fn).to("tpu") if isinstance(fn, torch.nn.Module) else fn
+    compiled = torch.compile(on_tpu, backend="tpu")
+    with torch.no_grad():
+        for n in (3, 5, 3):
+            x = make(n)
+            xt = x.to("tpu")
+            torch._dynamo.mark_dynamic(xt, dim)
+            torch.testing.assert_close(compiled(xt).cpu(), fn(x), rtol=1e-4, atol=1e-4)
+    assert graph_runner.stats["padded_calls"] == 0
+    assert graph_runner.stats["captures"] == 2  # one program per size
+
+
+def test_a_training_step_with_a_changed_batch_size():
+    gen = torch.Generator().manual_seed(6)
+    params = [p.requires_grad_() for p in mlp_params(gen)]
+    tparams = [p.detach().to("tpu").requires_grad_() for p in params]
+    opt = torch.optim.SGD(params, lr=0.1)
+    topt = torch.optim.SGD(tparams, lr=0.1)
+
+    def step(x, ps, o):
+        o.zero_grad()
+        loss = mlp(x, *ps).square().mean()
+        loss.backward()
+        o.step()
+        return loss.detach()
+
+    cstep = torch.compile(step, backend="tpu")
+    for n in (4, 4, 3, 3, 4):
+        x = torch.randn(n, 8, generator=gen)
+        torch.testing.assert_close(cstep(x.to("tpu"), tparams, topt).cpu(), step(x, params, opt), rtol=1e-5, atol=1e-5)
+        for p, t in zip(params, tparams):
+            torch.testing.assert_close(t.detach().cpu(), p.detach(), rtol=1e-5, atol=1e-6)
+    # Training graphs are not padded: the new batch size is one more set of programs, then replays.
+    assert graph_runner.stats["padded_calls"] == 0
+    assert graph_runner.stats["replays"] > 0

@@ -9,7 +9,8 @@ new values.
 
 Shapes are static: a new input shape (or layout) captures and compiles a new program, up to
 ``TORCH_TPU_COMPILE_SHAPE_LIMIT`` (default 8) per graph; beyond it the graph warns once and
-runs op by op in the current eager mode.
+runs op by op in the current eager mode. A graph with one dynamic size that padding cannot
+change runs padded to power-of-two buckets instead (buckets.py).
 
 Graphs that cannot be replayed as captured - they draw random numbers, take CPU tensors
 (e.g. the step count of an optimizer without ``capturable=True``) or contain an op that runs on
@@ -24,6 +25,7 @@ import torch
 
 from .. import _C
 from ..execution_mode import EagerMode, mode
+from . import buckets
 
 _DEFAULT_SHAPE_LIMIT = 8
 
@@ -37,7 +39,7 @@ def shape_limit() -> int:
 
 
 # Counters for tests and benchmarks: captures, replays, re-recorded calls, op-by-op calls.
-stats = {"captures": 0, "replays": 0, "rerecorded_calls": 0, "op_by_op_calls": 0}
+stats = {"captures": 0, "replays": 0, "rerecorded_calls": 0, "op_by_op_calls": 0, "padded_calls": 0}
 
 
 def reset_stats() -> None:
@@ -92,11 +94,25 @@ class CompiledFxGraph:
         # every call: such graphs are recorded again per call, never replayed as captured.
         self.rerecord_reason = "the graph draws random numbers" if _draws_random_numbers(gm) else None
         self.warned = set()
+        # A graph with a dynamic size runs padded to buckets when its ops allow (buckets.py).
+        self.bucket_plan, self.bucket_reason = None, None
+        if buckets.enabled() and _has_dynamic_sizes(gm):
+            self.bucket_plan, self.bucket_reason = buckets.plan(gm, kind)
 
     def __call__(self, *args):
         # Boxed (one list) when AOTAutograd sees _boxed_call, unpacked when a wrapper hid it.
         if len(args) == 1 and isinstance(args[0], list):
             args = args[0]
+        plan = self.bucket_plan
+        if plan is not None:
+            n = plan.size_of(args)
+            b = buckets.bucket(n)
+            if b != n:
+                stats["padded_calls"] += 1
+                return plan.unpad(self._run(plan.pad(args, n, b)), n)
+        return self._run(args)
+
+    def _run(self, args):
         key = tuple(a for a in args if not isinstance(a, torch.Tensor))
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if self.has_host_inputs is None and not any(t.device.type == "tpu" for t in tensors):
@@ -122,7 +138,8 @@ class CompiledFxGraph:
             f"torch.compile(backend='tpu'): a {self.kind} graph has been compiled for "
             f"{self.variant_count} input shapes or layouts (TORCH_TPU_COMPILE_SHAPE_LIMIT); new ones "
             f"now run op by op. Latest input shapes: {[tuple(t.shape) for t in tensors][:6]}. Fix: keep "
-            "shapes static (pad batches to a few sizes) or raise the limit.",
+            "shapes static (pad batches to a few sizes) or raise the limit."
+            + (f" (Not padded to buckets: {self.bucket_reason}.)" if self.bucket_reason else ""),
         )
         stats["op_by_op_calls"] += 1
         return list(self.gm(*args))
@@ -185,6 +202,18 @@ class CompiledFxGraph:
         if what not in self.warned:
             self.warned.add(what)
             warnings.warn(message, stacklevel=3)
+
+
+def _has_dynamic_sizes(gm) -> bool:
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        val = node.meta.get("val")
+        if isinstance(val, torch.SymInt):
+            return True
+        if isinstance(val, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in val.shape):
+            return True
+    return False
 
 
 def _draws_random_numbers(gm) -> bool:

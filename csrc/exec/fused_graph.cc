@@ -213,10 +213,7 @@ void FusedGraph::set_capturing(bool on, bool bake) {
   bake_ = on && bake;
 }
 
-bool FusedGraph::capturing() const {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
-  return capturing_;
-}
+bool FusedGraph::capturing() const { return capturing_.load(std::memory_order_acquire); }
 
 CapturedProgram FusedGraph::flush_captured() {
   std::lock_guard<std::recursive_mutex> lock(mu_);

@@ -12,6 +12,7 @@
 //   TORCH_TPU_FUSE_MAX_OPS=N  - flush when a graph reaches N ops (default 5000)
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -112,7 +113,8 @@ class FusedGraph : public runtime::PendingWork {
   Executor& executor_;
   mutable std::recursive_mutex mu_;
   size_t max_ops_;
-  bool capturing_ = false;
+  // Atomic: copies ask capturing() on every tpu-to-tpu copy, without taking the graph's lock.
+  std::atomic<bool> capturing_{false};
   bool bake_ = false;
   // The capture was cut (a flush) or a storage it tracks was written from outside it (an
   // upload): the program does not stand for the whole captured computation.

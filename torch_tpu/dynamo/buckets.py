@@ -220,12 +220,11 @@ def _check(node, symbol):
             return f"{target} contracts over the dynamic dimension"
         return None
     if target in _DIM_ARG:
-        src = tensors[0] if tensors else val
-        sdims = set(_symbolic_dims(src, symbol))
-        if target is aten.cat.default:
-            srcs = node.args[0]
-            src = srcs[0].meta["val"]
-            sdims = set(_symbolic_dims(src, symbol))
+        # The inputs (one tensor, or cat's list) share a rank; their dynamic dimension is the
+        # one the dimension argument must avoid.
+        inputs = [t for t in tensors if isinstance(t, torch.Tensor)]
+        src = inputs[0]
+        sdims = set().union(*[_symbolic_dims(t, symbol) for t in inputs])
         pos = _DIM_ARG[target]
         if pos is None:  # transpose / permute: the dynamic dimension must stay in place
             perm = (list(node.args[1]) if target is aten.permute.default

@@ -82,14 +82,24 @@ def test_debug_waits_for_every_op():
 
 
 def test_device_errors_per_mode():
-    # A device fault (the buffer behind a tensor is lost) surfaces at the op in Debug and
-    # Strict mode (execution fails at once), and at the materialisation point in Fused mode.
-    for m in (EagerMode.DEBUG, EagerMode.STRICT):
-        with mode(m):
-            t = torch.ones(8, device="tpu")
-            torch_tpu._C._test_lose_device_buffer(t)
-            with pytest.raises(RuntimeError, match=r"device error in aten::add.*deleted"):
-                t + 1
+    # A device fault (the buffer behind a tensor is lost) surfaces at the op in Debug mode,
+    # at the next synchronisation point in Strict mode (the op was only queued), naming the op,
+    # and at the materialisation point in Fused mode.
+    with mode(EagerMode.DEBUG):
+        t = torch.ones(8, device="tpu")
+        torch_tpu._C._test_lose_device_buffer(t)
+        with pytest.raises(RuntimeError, match=r"device error in aten::add.*deleted"):
+            t + 1
+    with mode(EagerMode.STRICT):
+        t = torch.ones(8, device="tpu")
+        torch_tpu._C._test_lose_device_buffer(t)
+        u = t + 1  # queued, not launched yet
+        v = u * 2  # reads the failed output: fails with the same cause
+        with pytest.raises(RuntimeError, match=r"device error in aten::add.*deleted"):
+            torch.tpu.synchronize()
+        with pytest.raises(RuntimeError, match=r"device error in aten::add.*deleted"):
+            v.cpu()
+        torch.tpu.synchronize()  # the error was reported once
     with mode(EagerMode.FUSED):
         t = torch.ones(8, device="tpu")
         torch.tpu.synchronize()

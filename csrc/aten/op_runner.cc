@@ -10,6 +10,9 @@ namespace tpu::aten {
 OpRunner::OpRunner(const char* lowering, const char* label) {
   call_.op = lowering;
   call_.label = label;
+  call_.inputs.reserve(4);
+  call_.outputs.reserve(2);
+  keep_alive_.reserve(4);
 }
 
 void OpRunner::note_device(const at::Tensor& t) {

@@ -8,6 +8,7 @@
 #include "cache/fingerprint.h"
 #include "exec/fused_graph.h"
 #include "pjrt/compile_options.h"
+#include "runtime/launch_queue.h"
 #include "runtime/runtime.h"
 
 namespace tpu::exec {
@@ -221,42 +222,40 @@ std::vector<FreshOutput> Executor::run(const OpCall& call) {
       owners.push_back(scalars_.get(rt.client(), call.device, runtime_value(call, arg)));
     }
   }
-  std::vector<PJRT_Buffer*> args;
-  args.reserve(owners.size());
-  for (const auto& b : owners) args.push_back(b->raw());
   // A buffer can be donated only when the storage and this call hold the sole references.
   std::vector<int64_t> non_donatable;
   for (int slot : plan.donatable_args) {
     if (layout.slots[slot].contents.buffer.use_count() > 3) non_donatable.push_back(slot);
   }
-
-  pjrt::LoadedExecutable::Result result;
-  try {
-    result = exe->execute(args, rt.device(call.device).raw, non_donatable);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(runtime::device_error_message(call.label, e.what()));
-  }
-  count_execution();
   if (record_last_.load(std::memory_order_relaxed) && plan.donatable_args.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
     last_ = LastRun{exe, owners, call.device};
   }
-  // Everything the execution touches stays alive until it has finished.
-  std::vector<std::shared_ptr<pjrt::Buffer>> keep = std::move(owners);
-  layout.slots.clear();  // the keep list holds the sole extra references now
+  layout.slots.clear();  // the launch holds the sole extra references now
+
+  // The outputs are promised now and produced by the launch (runtime/launch_queue.h).
+  runtime::Launch launch;
+  launch.exe = std::move(exe);
+  launch.args = std::move(owners);
+  launch.non_donatable = std::move(non_donatable);
+  launch.device = call.device;
+  launch.label = call.label;
+  launch.outputs.reserve(plan.output_types.size());
   std::vector<FreshOutput> fresh;
-  for (size_t i = 0; i < result.outputs.size(); ++i) {
-    std::shared_ptr<pjrt::Buffer> buffer(std::move(result.outputs[i]));
-    keep.push_back(buffer);
+  fresh.reserve(plan.output_types.size());
+  const PJRT_Api* api = rt.client().api();
+  for (size_t i = 0; i < plan.output_types.size(); ++i) {
+    auto buffer = std::make_shared<pjrt::Buffer>(api);
+    launch.outputs.push_back(buffer);
     if (call.outputs[i]) {
       call.outputs[i]->storage->set_contents(std::move(buffer), plan.output_types[i], call.label);
     } else {
       fresh.push_back(FreshOutput{std::move(buffer), plan.output_types[i]});
     }
   }
-  runtime::WorkTracker& tracker = rt.tracker(call.device);
-  tracker.add(std::shared_ptr<pjrt::Event>(std::move(result.done)), call.label, std::move(keep));
-  if (mode == EagerMode::kDebug) tracker.synchronize();
+  runtime::LaunchQueue::get().push(std::move(launch));
+  count_execution();
+  if (mode == EagerMode::kDebug) rt.tracker(call.device).synchronize();
   return fresh;
 }
 

@@ -51,6 +51,9 @@ CallLayout layout_of(const OpCall& call) {
 
 CallLayout layout_of(const OpCall& call, const SlotOf& slot_of) {
   CallLayout L;
+  L.slots.reserve(call.inputs.size() + call.outputs.size());
+  L.input_slot.reserve(call.inputs.size());
+  L.output_slot.reserve(call.outputs.size());
   for (const Input& in : call.inputs) {
     if (in.kind == Input::Kind::kScalar) {
       L.input_slot.push_back(-1);
@@ -90,7 +93,9 @@ std::vector<runtime::DeviceStorage*> unmaterialized(const CallLayout& layout) {
 }
 
 std::string signature(const OpCall& call, const CallLayout& L) {
-  std::string key = call.op;
+  std::string key;
+  key.reserve(256);
+  key += call.op;
   key.push_back('\0');
   call.attrs.append_to_key(key);
   key.push_back('\1');

@@ -1,22 +1,48 @@
 #include "pjrt/buffer.h"
 
+#include <stdexcept>
+
 #include "pjrt/buffer_type.h"
 #include "pjrt/error.h"
 
 namespace tpu::pjrt {
 
+namespace {
+std::atomic<void (*)()> promise_waiter{nullptr};
+}  // namespace
+
+void Buffer::set_promise_waiter(void (*waiter)()) { promise_waiter.store(waiter); }
+
+PJRT_Buffer* Buffer::await_promise() const {
+  if (promised_ && !failed_.load(std::memory_order_acquire)) {
+    if (auto waiter = promise_waiter.load()) waiter();
+  }
+  if (failed_.load(std::memory_order_acquire)) throw std::runtime_error(error_);
+  if (PJRT_Buffer* b = buffer_.load(std::memory_order_acquire)) return b;
+  throw std::logic_error(promised_ ? "torch_tpu: a promised device buffer was never produced"
+                                   : "torch_tpu: use of a released device buffer");
+}
+
+void Buffer::fulfil(PJRT_Buffer* buffer) { buffer_.store(buffer, std::memory_order_release); }
+
+void Buffer::fail(std::string message) {
+  error_ = std::move(message);
+  failed_.store(true, std::memory_order_release);
+}
+
 Buffer::~Buffer() {
-  if (buffer_ == nullptr) return;
+  PJRT_Buffer* buffer = buffer_.load(std::memory_order_acquire);
+  if (buffer == nullptr) return;
   PJRT_Buffer_Destroy_Args args{};
   args.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE;
-  args.buffer = buffer_;
+  args.buffer = buffer;
   if (PJRT_Error* err = api_->PJRT_Buffer_Destroy(&args)) consume_error(api_, err);
 }
 
 ElementType Buffer::element_type() const {
   PJRT_Buffer_ElementType_Args args{};
   args.struct_size = PJRT_Buffer_ElementType_Args_STRUCT_SIZE;
-  args.buffer = buffer_;
+  args.buffer = raw();
   check(api_, api_->PJRT_Buffer_ElementType(&args), "PJRT_Buffer_ElementType");
   return from_pjrt(args.type);
 }
@@ -24,7 +50,7 @@ ElementType Buffer::element_type() const {
 std::vector<int64_t> Buffer::dims() const {
   PJRT_Buffer_Dimensions_Args args{};
   args.struct_size = PJRT_Buffer_Dimensions_Args_STRUCT_SIZE;
-  args.buffer = buffer_;
+  args.buffer = raw();
   check(api_, api_->PJRT_Buffer_Dimensions(&args), "PJRT_Buffer_Dimensions");
   return std::vector<int64_t>(args.dims, args.dims + args.num_dims);
 }
@@ -32,7 +58,7 @@ std::vector<int64_t> Buffer::dims() const {
 size_t Buffer::on_device_size() const {
   PJRT_Buffer_OnDeviceSizeInBytes_Args args{};
   args.struct_size = PJRT_Buffer_OnDeviceSizeInBytes_Args_STRUCT_SIZE;
-  args.buffer = buffer_;
+  args.buffer = raw();
   check(api_, api_->PJRT_Buffer_OnDeviceSizeInBytes(&args), "PJRT_Buffer_OnDeviceSizeInBytes");
   return args.on_device_size_in_bytes;
 }
@@ -40,7 +66,7 @@ size_t Buffer::on_device_size() const {
 std::unique_ptr<Event> Buffer::to_host_async(void* dst, size_t size) const {
   PJRT_Buffer_ToHostBuffer_Args args{};
   args.struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE;
-  args.src = buffer_;
+  args.src = raw();
   args.host_layout = nullptr;  // dense, major-to-minor
   args.dst = dst;
   args.dst_size = size;
@@ -55,7 +81,7 @@ void Buffer::to_host(void* dst, size_t size) const {
 std::unique_ptr<Buffer> Buffer::copy_to_device(PJRT_Device* device) const {
   PJRT_Buffer_CopyToDevice_Args args{};
   args.struct_size = PJRT_Buffer_CopyToDevice_Args_STRUCT_SIZE;
-  args.buffer = buffer_;
+  args.buffer = raw();
   args.dst_device = device;
   check(api_, api_->PJRT_Buffer_CopyToDevice(&args), "device-to-device transfer");
   return std::make_unique<Buffer>(api_, args.dst_buffer);
@@ -64,7 +90,7 @@ std::unique_ptr<Buffer> Buffer::copy_to_device(PJRT_Device* device) const {
 std::unique_ptr<Event> Buffer::ready_event() const {
   PJRT_Buffer_ReadyEvent_Args args{};
   args.struct_size = PJRT_Buffer_ReadyEvent_Args_STRUCT_SIZE;
-  args.buffer = buffer_;
+  args.buffer = raw();
   check(api_, api_->PJRT_Buffer_ReadyEvent(&args), "PJRT_Buffer_ReadyEvent");
   return std::make_unique<Event>(api_, args.event);
 }
@@ -72,7 +98,7 @@ std::unique_ptr<Event> Buffer::ready_event() const {
 bool Buffer::is_deleted() const {
   PJRT_Buffer_IsDeleted_Args args{};
   args.struct_size = PJRT_Buffer_IsDeleted_Args_STRUCT_SIZE;
-  args.buffer = buffer_;
+  args.buffer = raw();
   check(api_, api_->PJRT_Buffer_IsDeleted(&args), "PJRT_Buffer_IsDeleted");
   return args.is_deleted;
 }
@@ -80,7 +106,7 @@ bool Buffer::is_deleted() const {
 void Buffer::release_memory() {
   PJRT_Buffer_Delete_Args args{};
   args.struct_size = PJRT_Buffer_Delete_Args_STRUCT_SIZE;
-  args.buffer = buffer_;
+  args.buffer = raw();
   check(api_, api_->PJRT_Buffer_Delete(&args), "PJRT_Buffer_Delete");
 }
 

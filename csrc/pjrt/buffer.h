@@ -1,8 +1,15 @@
 // RAII wrapper of PJRT_Buffer: metadata, device-to-host and device-to-device transfers.
+//
+// A Buffer can also be *promised*: created before the execution that produces it has been
+// handed to PJRT (runtime/launch_queue.h). It is fulfilled (or failed) exactly once, by the
+// launching thread; every use of a promised buffer first waits for that, through the waiter
+// installed by the runtime.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/element_type.h"
@@ -14,11 +21,31 @@ namespace tpu::pjrt {
 class Buffer {
  public:
   Buffer(const PJRT_Api* api, PJRT_Buffer* buffer) : api_(api), buffer_(buffer) {}
+  // A promised buffer.
+  explicit Buffer(const PJRT_Api* api) : api_(api), buffer_(nullptr), promised_(true) {}
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
-  PJRT_Buffer* raw() const { return buffer_; }
+  // The PJRT buffer; for a promised buffer, waits until it is fulfilled and throws
+  // std::runtime_error with the launch's message if it failed.
+  PJRT_Buffer* raw() const {
+    PJRT_Buffer* b = buffer_.load(std::memory_order_acquire);
+    return b != nullptr ? b : await_promise();
+  }
+  // Gives up ownership of the PJRT buffer (this object then holds none).
+  PJRT_Buffer* release() { return buffer_.exchange(nullptr, std::memory_order_acq_rel); }
+  // Promised buffers: set exactly once, from the launching thread.
+  void fulfil(PJRT_Buffer* buffer);
+  void fail(std::string message);
+  // True while a promised buffer is neither fulfilled nor failed.
+  bool unresolved() const {
+    return promised_ && buffer_.load(std::memory_order_acquire) == nullptr &&
+           !failed_.load(std::memory_order_acquire);
+  }
+  // Installed by the runtime: returns once every promised buffer made so far is resolved.
+  static void set_promise_waiter(void (*waiter)());
+
   ElementType element_type() const;
   std::vector<int64_t> dims() const;
   size_t on_device_size() const;
@@ -37,8 +64,13 @@ class Buffer {
   void release_memory();
 
  private:
+  PJRT_Buffer* await_promise() const;
+
   const PJRT_Api* api_;
-  PJRT_Buffer* buffer_;
+  std::atomic<PJRT_Buffer*> buffer_;
+  const bool promised_ = false;
+  std::atomic<bool> failed_{false};
+  std::string error_;  // written before failed_ is set
 };
 
 }  // namespace tpu::pjrt

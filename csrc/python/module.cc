@@ -15,6 +15,7 @@
 #include "exec/fused_graph.h"
 #include "lowering/registry.h"
 #include "python/compiled_graph.h"
+#include "runtime/launch_queue.h"
 #include "runtime/runtime.h"
 
 namespace py = pybind11;
@@ -160,6 +161,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("_test_lose_device_buffer", [](const at::Tensor& t) {
     auto contents = device::storage_of(t).contents();
     if (contents.buffer) contents.buffer->release_memory();
+  });
+  m.def("_launch_stats", [] {
+    auto s = runtime::LaunchQueue::get().stats();
+    py::dict d;
+    d["queued"] = s.queued;
+    d["inlined"] = s.inlined;
+    return d;
   });
   m.def("_record_last_program", [](bool on) { exec::Executor::get().record_last(on); });
   m.def("_replay_last_raw", [](int n) {

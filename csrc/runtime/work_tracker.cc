@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "runtime/launch_queue.h"
 #include "runtime/pending_work.h"
 
 namespace tpu::runtime {
@@ -41,8 +42,14 @@ void WorkTracker::add(std::shared_ptr<pjrt::Event> done, const char* label,
   }
 }
 
+void WorkTracker::note_error(const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!first_error_) first_error_ = message;
+}
+
 void WorkTracker::synchronize() {
   flush_pending_work();
+  LaunchQueue::get().drain();
   std::deque<Item> items;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -69,6 +76,7 @@ void WorkTracker::synchronize() {
 
 bool WorkTracker::idle() {
   flush_pending_work();
+  if (!LaunchQueue::get().empty()) return false;
   std::lock_guard<std::mutex> lock(mu_);
   prune_locked();
   return items_.empty();
@@ -76,6 +84,7 @@ bool WorkTracker::idle() {
 
 std::vector<std::shared_ptr<pjrt::Event>> WorkTracker::pending() {
   flush_pending_work();
+  LaunchQueue::get().drain();
   std::lock_guard<std::mutex> lock(mu_);
   prune_locked();
   std::vector<std::shared_ptr<pjrt::Event>> out;

@@ -24,9 +24,11 @@ class WorkTracker {
   // enqueued execution still reads it).
   void add(std::shared_ptr<pjrt::Event> done, const char* label,
            std::vector<std::shared_ptr<pjrt::Buffer>> keep = {});
-  // Waits for all recorded work (flushing deferred work first). Throws std::runtime_error naming the op of the first failure.
+  // Keeps an error found while launching work (not tied to an event) for the next synchronize.
+  void note_error(const std::string& message);
+  // Waits for all recorded work (flushing deferred work and the launch queue first). Throws std::runtime_error naming the op of the first failure.
   void synchronize();
-  // True when every recorded item has finished (errors are kept for the next synchronize).
+  // True when nothing is queued for launch and every recorded item has finished (errors are kept for the next synchronize).
   bool idle();
   // The events of the outstanding work (for torch Event.record).
   std::vector<std::shared_ptr<pjrt::Event>> pending();

@@ -1,0 +1,76 @@
+// The launch queue: Strict and Debug Eager hand each per-op execution to one launcher thread
+// instead of calling PJRT on the Python thread, so an op returns as soon as its program is
+// found and its outputs are promised (pjrt/buffer.h), and the host prepares the next op while
+// PJRT starts this one - the way a CUDA launch queue decouples Python from the driver.
+//
+// Launches run in the order they were pushed. The launcher fulfils each launch's output
+// buffers and records its completion (with the buffers it must keep alive) in the device's
+// WorkTracker. A launch that PJRT refuses fails its outputs and leaves the error, naming the
+// op, for the next synchronize. Anything that needs a promised buffer waits for the queue to
+// drain (drain is also the first step of every synchronize).
+//
+// TORCH_TPU_LAUNCH_THREAD=0 launches inline on the calling thread instead (read once).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "pjrt/buffer.h"
+#include "pjrt/executable.h"
+
+namespace tpu::runtime {
+
+struct Launch {
+  std::shared_ptr<pjrt::LoadedExecutable> exe;
+  std::vector<std::shared_ptr<pjrt::Buffer>> args;     // read (and maybe donated) by the program
+  std::vector<std::shared_ptr<pjrt::Buffer>> outputs;  // promised; fulfilled by the launch
+  std::vector<int64_t> non_donatable;
+  int device = 0;
+  const char* label = "";  // the op, for error messages
+};
+
+class LaunchQueue {
+ public:
+  static LaunchQueue& get();
+
+  // Queues `launch` (waits while kMaxQueued launches are queued).
+  void push(Launch launch);
+  // Returns once every launch pushed so far has been handed to PJRT.
+  void drain();
+  bool empty();
+
+  struct Stats {
+    uint64_t queued = 0;  // launches run by the launcher thread
+    uint64_t inlined = 0;  // launches run on the pushing thread (TORCH_TPU_LAUNCH_THREAD=0, fork)
+  };
+  Stats stats();
+
+  static constexpr size_t kMaxQueued = 1024;
+
+ private:
+  LaunchQueue();
+  void start_locked();
+  void loop();
+  static void run(Launch& launch);
+
+  std::mutex mu_;
+  std::condition_variable work_cv_;  // the launcher waits for launches
+  std::condition_variable done_cv_;  // pushers (queue full) and drainers wait for progress
+  std::deque<Launch> queue_;  // pushed, not yet taken by the launcher
+  uint64_t pushed_ = 0;
+  std::atomic<uint64_t> finished_{0};
+  bool launcher_sleeping_ = false;
+  std::atomic<int> waiters_{0};  // threads waiting on done_cv_
+  bool started_ = false;
+  bool inline_ = false;
+  uint64_t inlined_ = 0;
+  std::thread::id launcher_id_;
+};
+
+}  // namespace tpu::runtime

@@ -214,7 +214,7 @@ std::vector<FreshOutput> Executor::run(const OpCall& call) {
 
   // The argument buffers, owned here until the execution has finished.
   std::vector<std::shared_ptr<pjrt::Buffer>> owners;
-  owners.reserve(plan.args.size());
+  owners.reserve(plan.args.size() + plan.output_types.size());
   for (const auto& arg : plan.args) {
     if (arg.kind == ProgramPlan::Arg::Kind::kSlot) {
       owners.push_back(layout.slots[arg.index].contents.buffer);

@@ -18,6 +18,8 @@ namespace {
 // ops pushes one every few microseconds, and waking a sleeping thread costs more than that.
 constexpr auto kSpin = std::chrono::microseconds(50);
 
+constexpr uint64_t kNotifyEvery = 64;
+
 std::atomic<uint64_t> pushed_count{0};
 
 void wait_for_launches() { LaunchQueue::get().drain(); }
@@ -67,8 +69,9 @@ void LaunchQueue::push(Launch launch) {
   }
   if (!started_) start_locked();
   if (pushed_ - finished_.load() >= kMaxQueued) {
+    // Full: wait until half of it has been launched (not one wake-up per launch).
     ++waiters_;
-    done_cv_.wait(lock, [&] { return pushed_ - finished_.load() < kMaxQueued; });
+    done_cv_.wait(lock, [&] { return pushed_ - finished_.load() <= kMaxQueued / 2; });
     --waiters_;
   }
   queue_.push_back(std::move(launch));
@@ -123,13 +126,14 @@ void LaunchQueue::loop() {
       batch.swap(queue_);
     }
     taken += batch.size();
-    for (Launch& launch : batch) {
-      run(launch);
-      launch = Launch{};  // the tracker holds what must stay alive
+    for (size_t i = 0; i < batch.size(); ++i) {
+      run(batch[i]);
+      batch[i] = Launch{};  // the tracker holds what must stay alive
       // finished_ before waiters_ (both sequentially consistent): a waiter that registered
-      // after this check sees the new count before it sleeps.
-      finished_.fetch_add(1);
-      if (waiters_.load() > 0) {
+      // after this check sees the new count before it sleeps. Waiters (drains, pushers of a
+      // full queue) are woken every kNotifyEvery launches and at the end of each batch.
+      const uint64_t finished = finished_.fetch_add(1) + 1;
+      if ((finished % kNotifyEvery == 0 || i + 1 == batch.size()) && waiters_.load() > 0) {
         std::lock_guard<std::mutex> lock(mu_);
         done_cv_.notify_all();
       }
@@ -143,8 +147,8 @@ void LaunchQueue::run(Launch& launch) {
   WorkTracker& tracker = rt.tracker(launch.device);
   pjrt::LoadedExecutable::Result result;
   try {
-    std::vector<PJRT_Buffer*> args;
-    args.reserve(launch.args.size());
+    thread_local std::vector<PJRT_Buffer*> args;  // reused: no allocation per launch
+    args.clear();
     for (const auto& b : launch.args) args.push_back(b->raw());
     result = launch.exe->execute(args, rt.device(launch.device).raw, launch.non_donatable);
   } catch (const std::exception& e) {
@@ -157,8 +161,7 @@ void LaunchQueue::run(Launch& launch) {
     tracker.note_error(message);
     return;
   }
-  std::vector<std::shared_ptr<pjrt::Buffer>> keep = std::move(launch.args);
-  keep.reserve(keep.size() + launch.outputs.size());
+  std::vector<std::shared_ptr<pjrt::Buffer>> keep = std::move(launch.args);  // has room for the outputs
   for (size_t i = 0; i < launch.outputs.size(); ++i) {
     launch.outputs[i]->fulfil(result.outputs[i]->release());
     keep.push_back(std::move(launch.outputs[i]));

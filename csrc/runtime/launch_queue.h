@@ -28,7 +28,9 @@ namespace tpu::runtime {
 
 struct Launch {
   std::shared_ptr<pjrt::LoadedExecutable> exe;
-  std::vector<std::shared_ptr<pjrt::Buffer>> args;     // read (and maybe donated) by the program
+  // Read (and maybe donated) by the program; reserve room for the outputs too (the launch
+  // appends them to keep everything alive until the execution has finished).
+  std::vector<std::shared_ptr<pjrt::Buffer>> args;
   std::vector<std::shared_ptr<pjrt::Buffer>> outputs;  // promised; fulfilled by the launch
   std::vector<int64_t> non_donatable;
   int device = 0;

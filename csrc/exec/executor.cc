@@ -208,7 +208,9 @@ std::vector<FreshOutput> Executor::run(const OpCall& call) {
     materialize(call, missing);
     layout = layout_of(call);
   }
-  std::shared_ptr<const OpProgram> program = program_for(call, layout, signature(call, layout));
+  thread_local std::string key;  // reused: no allocation per op
+  signature_into(call, layout, key);
+  std::shared_ptr<const OpProgram> program = program_for(call, layout, key);
   std::shared_ptr<pjrt::LoadedExecutable> exe = executable_of(*program);
   const ProgramPlan& plan = program->plan;
 
@@ -236,17 +238,17 @@ std::vector<FreshOutput> Executor::run(const OpCall& call) {
   // The outputs are promised now and produced by the launch (runtime/launch_queue.h).
   runtime::Launch launch;
   launch.exe = std::move(exe);
-  launch.args = std::move(owners);
+  launch.num_args = owners.size();
+  launch.buffers = std::move(owners);  // has room for the outputs
   launch.non_donatable = std::move(non_donatable);
   launch.device = call.device;
   launch.label = call.label;
-  launch.outputs.reserve(plan.output_types.size());
   std::vector<FreshOutput> fresh;
   fresh.reserve(plan.output_types.size());
   const PJRT_Api* api = rt.client().api();
   for (size_t i = 0; i < plan.output_types.size(); ++i) {
     auto buffer = std::make_shared<pjrt::Buffer>(api);
-    launch.outputs.push_back(buffer);
+    launch.buffers.push_back(buffer);
     if (call.outputs[i]) {
       call.outputs[i]->storage->set_contents(std::move(buffer), plan.output_types[i], call.label);
     } else {

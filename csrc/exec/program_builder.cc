@@ -94,7 +94,12 @@ std::vector<runtime::DeviceStorage*> unmaterialized(const CallLayout& layout) {
 
 std::string signature(const OpCall& call, const CallLayout& L) {
   std::string key;
-  key.reserve(256);
+  signature_into(call, L, key);
+  return key;
+}
+
+void signature_into(const OpCall& call, const CallLayout& L, std::string& key) {
+  key.clear();
   key += call.op;
   key.push_back('\0');
   call.attrs.append_to_key(key);
@@ -131,7 +136,6 @@ std::string signature(const OpCall& call, const CallLayout& L) {
     put_dims(key, out->view.sizes);
     if (!L.output_whole[i]) put_dims(key, out->view.strides);
   }
-  return key;
 }
 
 namespace {

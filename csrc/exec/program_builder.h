@@ -41,6 +41,8 @@ std::vector<runtime::DeviceStorage*> unmaterialized(const CallLayout& layout);
 // Everything that selects a distinct executable: op, attributes, slot buffer types, view
 // shapes and strides, dtypes. Offsets and scalar values are runtime arguments, not part of it.
 std::string signature(const OpCall& call, const CallLayout& layout);
+// The same, written into `key` (cleared first; its capacity is reused).
+void signature_into(const OpCall& call, const CallLayout& layout, std::string& key);
 
 struct ProgramPlan {
   struct Arg {

@@ -36,33 +36,37 @@ LoadedExecutable::~LoadedExecutable() {
 LoadedExecutable::Result LoadedExecutable::execute(const std::vector<PJRT_Buffer*>& args,
                                                    PJRT_Device* device,
                                                    const std::vector<int64_t>& non_donatable) const {
-  PJRT_ExecuteOptions options{};
-  options.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
-  options.non_donatable_input_indices = non_donatable.empty() ? nullptr : non_donatable.data();
-  options.num_non_donatable_input_indices = non_donatable.size();
-
-  PJRT_Buffer* const* arg_list = args.data();
   std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
-  PJRT_Buffer** output_list = outputs.data();
-  PJRT_Event* done = nullptr;
-
-  PJRT_LoadedExecutable_Execute_Args exec{};
-  exec.struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE;
-  exec.executable = exe_;
-  exec.options = &options;
-  exec.argument_lists = &arg_list;
-  exec.num_devices = 1;
-  exec.num_args = args.size();
-  exec.output_lists = &output_list;
-  exec.device_complete_events = &done;
-  exec.execute_device = device;
-  check(api_, api_->PJRT_LoadedExecutable_Execute(&exec), "PJRT_LoadedExecutable_Execute");
-
+  PJRT_Event* done = execute_raw(args.data(), args.size(), device, non_donatable, outputs.data());
   Result result;
   result.outputs.reserve(outputs.size());
   for (PJRT_Buffer* b : outputs) result.outputs.push_back(std::make_unique<Buffer>(api_, b));
   if (done != nullptr) result.done = std::make_unique<Event>(api_, done);
   return result;
+}
+
+PJRT_Event* LoadedExecutable::execute_raw(PJRT_Buffer* const* args, size_t num_args,
+                                          PJRT_Device* device,
+                                          const std::vector<int64_t>& non_donatable,
+                                          PJRT_Buffer** outputs) const {
+  PJRT_ExecuteOptions options{};
+  options.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
+  options.non_donatable_input_indices = non_donatable.empty() ? nullptr : non_donatable.data();
+  options.num_non_donatable_input_indices = non_donatable.size();
+
+  PJRT_Event* done = nullptr;
+  PJRT_LoadedExecutable_Execute_Args exec{};
+  exec.struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE;
+  exec.executable = exe_;
+  exec.options = &options;
+  exec.argument_lists = &args;
+  exec.num_devices = 1;
+  exec.num_args = num_args;
+  exec.output_lists = &outputs;
+  exec.device_complete_events = &done;
+  exec.execute_device = device;
+  check(api_, api_->PJRT_LoadedExecutable_Execute(&exec), "PJRT_LoadedExecutable_Execute");
+  return done;
 }
 
 std::string LoadedExecutable::serialize() const {

@@ -28,6 +28,11 @@ class LoadedExecutable {
   // `non_donatable` are never donated even if the program aliases them to an output.
   Result execute(const std::vector<PJRT_Buffer*>& args, PJRT_Device* device,
                  const std::vector<int64_t>& non_donatable) const;
+  // The same without wrappers (the launcher's hot path): writes num_outputs() owned buffers to
+  // `outputs` and returns the owned completion event (may be null).
+  PJRT_Event* execute_raw(PJRT_Buffer* const* args, size_t num_args, PJRT_Device* device,
+                          const std::vector<int64_t>& non_donatable, PJRT_Buffer** outputs) const;
+  const PJRT_Api* api() const { return api_; }
 
   // The compiled executable as bytes that Client::deserialize accepts.
   std::string serialize() const;

@@ -145,28 +145,31 @@ void LaunchQueue::loop() {
 void LaunchQueue::run(Launch& launch) {
   Runtime& rt = Runtime::get();
   WorkTracker& tracker = rt.tracker(launch.device);
-  pjrt::LoadedExecutable::Result result;
+  // Reused per thread: no allocation per launch on this path.
+  thread_local std::vector<PJRT_Buffer*> args;
+  thread_local std::vector<PJRT_Buffer*> outputs;
+  PJRT_Event* done = nullptr;
+  const size_t num_outputs = launch.buffers.size() - launch.num_args;
   try {
-    thread_local std::vector<PJRT_Buffer*> args;  // reused: no allocation per launch
     args.clear();
-    for (const auto& b : launch.args) args.push_back(b->raw());
-    result = launch.exe->execute(args, rt.device(launch.device).raw, launch.non_donatable);
+    for (size_t i = 0; i < launch.num_args; ++i) args.push_back(launch.buffers[i]->raw());
+    outputs.assign(num_outputs, nullptr);
+    done = launch.exe->execute_raw(args.data(), args.size(), rt.device(launch.device).raw,
+                                   launch.non_donatable, outputs.data());
   } catch (const std::exception& e) {
     // An input that failed earlier carries that launch's message already.
     const std::string what = e.what();
     const std::string message = what.rfind("torch_tpu: device error", 0) == 0
                                     ? what
                                     : device_error_message(launch.label, what);
-    for (auto& out : launch.outputs) out->fail(message);
+    for (size_t i = 0; i < num_outputs; ++i) launch.buffers[launch.num_args + i]->fail(message);
     tracker.note_error(message);
     return;
   }
-  std::vector<std::shared_ptr<pjrt::Buffer>> keep = std::move(launch.args);  // has room for the outputs
-  for (size_t i = 0; i < launch.outputs.size(); ++i) {
-    launch.outputs[i]->fulfil(result.outputs[i]->release());
-    keep.push_back(std::move(launch.outputs[i]));
-  }
-  tracker.add(std::shared_ptr<pjrt::Event>(std::move(result.done)), launch.label, std::move(keep));
+  for (size_t i = 0; i < num_outputs; ++i) launch.buffers[launch.num_args + i]->fulfil(outputs[i]);
+  if (done == nullptr) return;
+  tracker.add(std::make_shared<pjrt::Event>(launch.exe->api(), done), launch.label,
+              std::move(launch.buffers));
 }
 
 }  // namespace tpu::runtime

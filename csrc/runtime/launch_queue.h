@@ -28,10 +28,10 @@ namespace tpu::runtime {
 
 struct Launch {
   std::shared_ptr<pjrt::LoadedExecutable> exe;
-  // Read (and maybe donated) by the program; reserve room for the outputs too (the launch
-  // appends them to keep everything alive until the execution has finished).
-  std::vector<std::shared_ptr<pjrt::Buffer>> args;
-  std::vector<std::shared_ptr<pjrt::Buffer>> outputs;  // promised; fulfilled by the launch
+  // The program's arguments (read, maybe donated) followed by its promised outputs, which
+  // the launch fulfils; all of them stay alive until the execution has finished.
+  std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
+  size_t num_args = 0;
   std::vector<int64_t> non_donatable;
   int device = 0;
   const char* label = "";  // the op, for error messages

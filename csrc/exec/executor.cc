@@ -142,6 +142,9 @@ std::shared_ptr<const OpProgram> Executor::program_for(const OpCall& call, const
     }
     ++stats_.signature_misses;
   }
+  // `key` may be the caller's reused per-thread buffer: keep our own copy before anything
+  // below (building, warnings) could reach another op.
+  const std::string own_key = key;
   BuiltProgram built = build_program(call, layout);
   auto program = std::make_shared<OpProgram>();
   program->plan = std::move(built.plan);
@@ -150,7 +153,7 @@ std::shared_ptr<const OpProgram> Executor::program_for(const OpCall& call, const
   churn_.note_compile(churn_group(call), input_shapes(call));
   std::lock_guard<std::mutex> lock(mu_);
   if (programs_.size() >= kMaxPrograms) programs_.clear();
-  programs_.emplace(key, program);
+  programs_.emplace(own_key, program);
   return program;
 }
 

@@ -1,10 +1,9 @@
 #include "exec/captured_program.h"
 
 #include <atomic>
-#include <stdexcept>
 
 #include "exec/executor.h"
-#include "runtime/runtime.h"
+#include "runtime/launch_queue.h"
 
 namespace tpu::exec {
 
@@ -15,33 +14,34 @@ std::atomic<int64_t> donated{0};
 int64_t donated_buffers() { return donated.load(std::memory_order_relaxed); }
 
 std::vector<std::shared_ptr<pjrt::Buffer>> run_program(
-    pjrt::LoadedExecutable& exe, int device, std::vector<std::shared_ptr<pjrt::Buffer>> params,
+    const std::shared_ptr<pjrt::LoadedExecutable>& exe, int device,
+    std::vector<std::shared_ptr<pjrt::Buffer>> params,
     std::vector<std::shared_ptr<pjrt::Buffer>> scalars, const std::vector<int>& donatable,
     const char* label) {
-  runtime::Runtime& rt = runtime::Runtime::get();
-  std::vector<PJRT_Buffer*> args;
-  args.reserve(params.size() + scalars.size());
-  for (const auto& p : params) args.push_back(p->raw());
-  for (const auto& s : scalars) args.push_back(s->raw());
-  std::vector<int64_t> non_donatable;
+  runtime::Launch launch;
   for (int p : donatable) {
-    if (params[p].use_count() > 2) non_donatable.push_back(p);
+    if (params[p].use_count() > 2) launch.non_donatable.push_back(p);
   }
-  pjrt::LoadedExecutable::Result result;
-  try {
-    result = exe.execute(args, rt.device(device).raw, non_donatable);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(runtime::device_error_message(label, e.what()));
-  }
-  Executor::get().count_execution();
-  donated.fetch_add(static_cast<int64_t>(donatable.size() - non_donatable.size()), std::memory_order_relaxed);
+  launch.exe = exe;
+  launch.device = device;
+  launch.label = label;
+  launch.num_args = params.size() + scalars.size();
+  launch.buffers = std::move(params);
+  launch.buffers.reserve(launch.num_args + exe->num_outputs());
+  launch.buffers.insert(launch.buffers.end(), std::make_move_iterator(scalars.begin()),
+                        std::make_move_iterator(scalars.end()));
   std::vector<std::shared_ptr<pjrt::Buffer>> outputs;
-  outputs.reserve(result.outputs.size());
-  for (auto& out : result.outputs) outputs.emplace_back(std::move(out));
-  std::vector<std::shared_ptr<pjrt::Buffer>> keep = std::move(scalars);
-  keep.insert(keep.end(), std::make_move_iterator(params.begin()), std::make_move_iterator(params.end()));
-  keep.insert(keep.end(), outputs.begin(), outputs.end());
-  rt.tracker(device).add(std::shared_ptr<pjrt::Event>(std::move(result.done)), label, std::move(keep));
+  outputs.reserve(exe->num_outputs());
+  const PJRT_Api* api = exe->api();
+  for (size_t i = 0; i < exe->num_outputs(); ++i) {
+    outputs.push_back(std::make_shared<pjrt::Buffer>(api));
+    launch.buffers.push_back(outputs.back());
+  }
+  const int64_t donated_now =
+      static_cast<int64_t>(donatable.size() - launch.non_donatable.size());
+  runtime::launch_now(launch);  // throws, naming `label`, when PJRT refuses it
+  Executor::get().count_execution();
+  donated.fetch_add(donated_now, std::memory_order_relaxed);
   return outputs;
 }
 

@@ -2,8 +2,9 @@
 // its parameters and outputs relate to storages, so it can be run again on other storages of
 // the same layout without recording anything (exec/fused_graph.h captures it).
 //
-// run_program is also the execution step of every fused flush: one place enqueues a whole
-// program, keeps its buffers alive until it finishes and donates aliased parameters.
+// run_program is also the execution step of every fused flush: one place prepares a whole
+// program's launch (donation of aliased parameters included) and hands it to PJRT on the calling
+// thread through runtime::launch_now, the same step the launcher runs for per-op programs.
 #pragma once
 
 #include <cstdint>
@@ -42,12 +43,13 @@ struct CapturedProgram {
   std::vector<Output> outputs;
 };
 
-// Enqueues `exe` on `device` with `params` (then `scalars`) as arguments and returns its output
-// buffers. A donatable parameter is donated only when `params` and one storage hold the sole
+// Enqueues `exe` on `device` with `params` (then `scalars`) as arguments, on the calling thread,
+// and returns its output buffers. A donatable parameter is donated only when `params` and one storage hold the sole
 // references to its buffer. Every buffer involved stays alive until the execution finishes.
 // Errors name `label`, which must outlive the work (a string literal).
 std::vector<std::shared_ptr<pjrt::Buffer>> run_program(
-    pjrt::LoadedExecutable& exe, int device, std::vector<std::shared_ptr<pjrt::Buffer>> params,
+    const std::shared_ptr<pjrt::LoadedExecutable>& exe, int device,
+    std::vector<std::shared_ptr<pjrt::Buffer>> params,
     std::vector<std::shared_ptr<pjrt::Buffer>> scalars, const std::vector<int>& donatable,
     const char* label);
 

@@ -382,7 +382,7 @@ void FusedGraph::flush_locked(CapturedProgram* captured) {
   }
   std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
   try {
-    buffers = run_program(*program->exe, device_, std::move(params), std::move(scalars),
+    buffers = run_program(program->exe, device_, std::move(params), std::move(scalars),
                           program->donatable_params, kGraphLabel);
   } catch (...) {
     reset_locked();

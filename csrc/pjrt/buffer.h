@@ -33,8 +33,6 @@ class Buffer {
     PJRT_Buffer* b = buffer_.load(std::memory_order_acquire);
     return b != nullptr ? b : await_promise();
   }
-  // Gives up ownership of the PJRT buffer (this object then holds none).
-  PJRT_Buffer* release() { return buffer_.exchange(nullptr, std::memory_order_acq_rel); }
   // Promised buffers: set exactly once, from the launching thread.
   void fulfil(PJRT_Buffer* buffer);
   void fail(std::string message);

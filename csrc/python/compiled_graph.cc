@@ -169,7 +169,7 @@ std::optional<std::vector<at::Tensor>> CompiledGraph::run(const std::vector<at::
   }
   std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
   if (program_.exe != nullptr) {
-    buffers = exec::run_program(*program_.exe, program_.device, std::move(params), program_.scalars,
+    buffers = exec::run_program(program_.exe, program_.device, std::move(params), program_.scalars,
                                 program_.donatable_params, kLabel);
   }
   for (size_t k = 0; k < write_back_.size(); ++k) {

@@ -142,9 +142,8 @@ void LaunchQueue::loop() {
   }
 }
 
-void LaunchQueue::run(Launch& launch) {
+void launch_now(Launch& launch) {
   Runtime& rt = Runtime::get();
-  WorkTracker& tracker = rt.tracker(launch.device);
   // Reused per thread: no allocation per launch on this path.
   thread_local std::vector<PJRT_Buffer*> args;
   thread_local std::vector<PJRT_Buffer*> outputs;
@@ -163,13 +162,22 @@ void LaunchQueue::run(Launch& launch) {
                                     ? what
                                     : device_error_message(launch.label, what);
     for (size_t i = 0; i < num_outputs; ++i) launch.buffers[launch.num_args + i]->fail(message);
-    tracker.note_error(message);
-    return;
+    throw std::runtime_error(message);
   }
   for (size_t i = 0; i < num_outputs; ++i) launch.buffers[launch.num_args + i]->fulfil(outputs[i]);
   if (done == nullptr) return;
-  tracker.add(std::make_shared<pjrt::Event>(launch.exe->api(), done), launch.label,
-              std::move(launch.buffers));
+  rt.tracker(launch.device)
+      .add(std::make_shared<pjrt::Event>(launch.exe->api(), done), launch.label,
+           std::move(launch.buffers));
+}
+
+void LaunchQueue::run(Launch& launch) {
+  try {
+    launch_now(launch);
+  } catch (const std::exception& e) {
+    // Its outputs carry the error; the next synchronize reports it.
+    Runtime::get().tracker(launch.device).note_error(e.what());
+  }
 }
 
 }  // namespace tpu::runtime

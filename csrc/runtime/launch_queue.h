@@ -37,6 +37,13 @@ struct Launch {
   const char* label = "";  // the op, for error messages
 };
 
+// Hands `launch` to PJRT on the calling thread now: fulfils its outputs and gives the completion
+// event, with every buffer of the launch, to the device's WorkTracker. On failure its outputs
+// are failed and std::runtime_error naming the op is thrown. (The launcher runs each queued
+// launch through this; whole programs - fused flushes, compiled-graph replays - call it
+// directly.)
+void launch_now(Launch& launch);
+
 class LaunchQueue {
  public:
   static LaunchQueue& get();

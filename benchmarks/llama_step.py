@@ -1,7 +1,8 @@
 """The Llama-style training step the benchmarks time: forward + backward + AdamW on a fixed batch.
 
 Sizes: "reference" is models.Llama's own small configuration (dim 64, 2 layers, batch 2 x 32
-tokens - the model the tests train); "main" is the main job's (dim 128, 2 layers, batch 16 x 64).
+tokens - the model the tests train); "main" is the main job's (dim 128, 2 layers, batch 16 x 64);
+"tiny" has the same layers with tensors of a few elements (a measure of host work alone).
 """
 
 import os
@@ -17,26 +18,37 @@ from models.llama import Llama, LlamaConfig  # noqa: E402
 SIZES = {
     "reference": dict(dim=64, hidden=128, batch=2, seq=32),
     "main": dict(dim=128, hidden=512, batch=16, seq=64),
+    # The same layers and ops with every tensor shrunk to a few elements: on the CPU its step
+    # time is almost only PyTorch's own host work (Python, dispatcher, autograd, optimizer).
+    "tiny": dict(dim=8, hidden=8, batch=1, seq=2),
 }
 
 
-def make(device, size="reference", seed=0):
+def make(device, size="reference", seed=0, compiled=False):
+    """The step as a function returning the loss. `compiled`: forward, backward and AdamW as one
+    torch.compile(backend="tpu") graph (a capturable optimizer keeps its step count on the device)."""
     torch.manual_seed(seed)
     s = SIZES[size]
     dim, batch, seq = s["dim"], s["batch"], s["seq"]
     cfg = LlamaConfig(vocab_size=256, dim=dim, n_layers=2, n_heads=4, n_kv_heads=2,
                       hidden_dim=s["hidden"], max_seq_len=64)
     model = Llama(cfg).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01, capturable=compiled)
     g = torch.Generator().manual_seed(seed + 1)
     tokens = torch.randint(0, 256, (batch, seq + 1), generator=g)
     x, y = tokens[:, :-1].to(device), tokens[:, 1:].to(device)
 
-    def step():
-        opt.zero_grad(set_to_none=True)
+    def body():
         loss = model(x, y)
         loss.backward()
         opt.step()
-        return loss.item()  # the host reads the loss every step, as a training loop logs it
+        return loss.detach()
+
+    if compiled:
+        body = torch.compile(body, backend="tpu")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        return body().item()  # the host reads the loss every step, as a training loop logs it
 
     return step

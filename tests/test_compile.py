@@ -56,6 +56,19 @@ def test_compiled_function_matches_cpu_and_replays():
                                   "padded_calls": 0}
 
 
+def test_views_at_other_offsets_or_of_other_storages_are_not_replayed_as_the_captured_one():
+    # Dynamo guards sizes and strides, not where a view starts in its storage or how large the
+    # storage is: the replay check must tell these calls apart itself.
+    f = torch.compile(lambda x: x * 2 + 1, backend="tpu")
+    base = torch.arange(12, dtype=torch.float32)
+    tb = base.to("tpu")
+    for lo in (0, 1, 3, 0):
+        torch.testing.assert_close(f(tb[lo:lo + 8]).cpu(), base[lo:lo + 8] * 2 + 1)
+    bigger = torch.arange(20, dtype=torch.float32) - 5
+    torch.testing.assert_close(f(bigger.to("tpu")[0:8]).cpu(), bigger[0:8] * 2 + 1)
+    torch.testing.assert_close(f(tb[0:8]).cpu(), base[0:8] * 2 + 1)
+
+
 def test_graph_break_runs_pieces_and_fullgraph_names_the_cause():
     def f(x):
         y = torch.sin(x) * 2

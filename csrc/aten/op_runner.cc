@@ -66,17 +66,26 @@ OpRunner& OpRunner::scalar_u64(uint64_t value, bool cacheable) {
   return *this;
 }
 
+void OpRunner::start_run() {
+  TORCH_INTERNAL_ASSERT(!ran_, call_.label, ": an OpRunner runs once");
+  ran_ = true;
+}
+
 std::vector<at::Tensor> OpRunner::run(size_t num_outputs) {
+  start_run();
   TORCH_INTERNAL_ASSERT(device_ >= 0, call_.label, ": no device for the op");
   call_.device = device_;
   call_.outputs.assign(num_outputs, std::nullopt);
-  auto fresh = exec::Executor::get().run(call_);
+  const char* label = call_.label;
+  auto fresh = exec::Executor::get().run(std::move(call_));  // a runner runs once
   std::vector<at::Tensor> out;
-  for (auto& f : fresh) out.push_back(wrap(std::move(f), device_, call_.label));
+  out.reserve(fresh.size());
+  for (auto& f : fresh) out.push_back(wrap(std::move(f), device_, label));
   return out;
 }
 
 std::vector<at::Tensor> OpRunner::run_mixed(const std::vector<std::optional<at::Tensor>>& targets) {
+  start_run();
   call_.outputs.clear();
   for (const auto& t : targets) {
     if (t.has_value()) {
@@ -90,13 +99,16 @@ std::vector<at::Tensor> OpRunner::run_mixed(const std::vector<std::optional<at::
   }
   TORCH_INTERNAL_ASSERT(device_ >= 0, call_.label, ": no device for the op");
   call_.device = device_;
-  auto fresh = exec::Executor::get().run(call_);
+  const char* label = call_.label;
+  auto fresh = exec::Executor::get().run(std::move(call_));
   std::vector<at::Tensor> out;
-  for (auto& f : fresh) out.push_back(wrap(std::move(f), device_, call_.label));
+  out.reserve(fresh.size());
+  for (auto& f : fresh) out.push_back(wrap(std::move(f), device_, label));
   return out;
 }
 
 void OpRunner::run_into(const std::vector<at::Tensor>& targets) {
+  start_run();
   for (const at::Tensor& t : targets) {
     TORCH_CHECK(t.is_privateuseone(), call_.label, ": output tensor is on ", t.device(),
                 ", expected a tpu tensor");
@@ -108,7 +120,7 @@ void OpRunner::run_into(const std::vector<at::Tensor>& targets) {
   for (const at::Tensor& t : targets) {
     call_.outputs.push_back(exec::Target{&storage(t), view_of(t)});
   }
-  exec::Executor::get().run(call_);
+  exec::Executor::get().run(std::move(call_));
 }
 
 }  // namespace tpu::aten

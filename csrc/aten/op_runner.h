@@ -29,7 +29,8 @@ class OpRunner {
   // Sets the device when no tpu tensor input determines it.
   OpRunner& on_device(int device);
 
-  // Runs with every output fresh; returns them as new tensors.
+  // Runs with every output fresh; returns them as new tensors. A runner runs once (its call is
+  // handed over to the executor): run, run_into and run_mixed end its use.
   std::vector<at::Tensor> run(size_t num_outputs);
   at::Tensor run1() { return run(1)[0]; }
   // Runs with output i written into targets[i] (converted to its dtype; shapes must match).
@@ -40,7 +41,9 @@ class OpRunner {
 
  private:
   void note_device(const at::Tensor& t);
+  void start_run();
   exec::OpCall call_;
+  bool ran_ = false;
   int device_ = -1;
   std::vector<at::Tensor> keep_alive_;
 };

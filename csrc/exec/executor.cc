@@ -200,6 +200,11 @@ void Executor::materialize(const OpCall& call, const std::vector<runtime::Device
   }
 }
 
+std::vector<FreshOutput> Executor::run(OpCall&& call) {
+  if (eager_mode() == EagerMode::kFused) return fused_->record(std::move(call));
+  return run(static_cast<const OpCall&>(call));
+}
+
 std::vector<FreshOutput> Executor::run(const OpCall& call) {
   const EagerMode mode = eager_mode();
   if (mode == EagerMode::kFused) return fused_->record(call);

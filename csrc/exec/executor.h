@@ -53,6 +53,8 @@ class Executor {
   // Runs `call`. Outputs with a Target are written into their storages; the fresh ones are
   // returned in order.
   std::vector<FreshOutput> run(const OpCall& call);
+  // The same for a call the caller is done with (Fused mode keeps it without a copy).
+  std::vector<FreshOutput> run(OpCall&& call);
   // Gives `storage` the fresh output `out` as its contents.
   void assign(runtime::DeviceStorage& storage, FreshOutput out, const char* writer);
 

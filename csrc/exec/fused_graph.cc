@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 
 #include "exec/executor.h"
@@ -36,6 +37,10 @@ void put(std::string& key, T v) {
 }
 
 }  // namespace
+
+bool FusedGraph::OpMark::is_op(const std::string& op) const {
+  return light.size() > op.size() && light[op.size()] == '\0' && light.compare(0, op.size(), op) == 0;
+}
 
 bool FusedGraph::OpMark::repeats(const OpMark& first) const {
   if (light != first.light || inputs.size() != first.inputs.size()) return false;
@@ -106,18 +111,20 @@ CallLayout::Slot FusedGraph::slot_of(runtime::DeviceStorage* s) {
   return CallLayout::Slot{s, {nullptr, c.type}, true};
 }
 
-std::vector<FreshOutput> FusedGraph::record(const OpCall& call) {
+std::vector<FreshOutput> FusedGraph::record(OpCall call) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (!nodes_.empty() && (call.device != device_ || (!capturing_ && nodes_.size() >= max_ops_))) {
     if (call.device == device_) ++stats_.flushes_by_size;
     flush_locked();
   }
-  OpMark mark = mark_of(call);
-  if (!capturing_ && nodes_.size() >= kMinOpsBeforeRepeat && mark.repeats(first_)) {
+  // The full mark is built only for an op of the first op's kind (and for a graph's first op).
+  if (!capturing_ && nodes_.size() >= kMinOpsBeforeRepeat && first_.is_op(call.op) &&
+      mark_of(call).repeats(first_)) {
     ++stats_.flushes_by_repeat;
     flush_locked();
-    mark = mark_of(call);
   }
+  std::optional<OpMark> first_mark;
+  if (nodes_.empty()) first_mark = mark_of(call);  // before layout_of starts tracking the inputs
   const auto slot_fn = [this](runtime::DeviceStorage* s) { return slot_of(s); };
   CallLayout layout = layout_of(call, slot_fn);
   auto missing = unmaterialized(layout);
@@ -130,10 +137,10 @@ std::vector<FreshOutput> FusedGraph::record(const OpCall& call) {
 
   if (nodes_.empty()) {
     device_ = call.device;
-    first_ = std::move(mark);
+    first_ = first_mark ? std::move(*first_mark) : mark_of(call);
   }
   Node node;
-  node.call = call;
+  node.call = std::move(call);
   node.layout = std::move(layout);
   for (auto& slot : node.layout.slots) {
     node.slot_values.push_back(tracked_.at(slot.storage).value);
@@ -144,7 +151,7 @@ std::vector<FreshOutput> FusedGraph::record(const OpCall& call) {
   if (bake_) {
     for (const ProgramPlan::Arg& arg : program->plan.args) {
       if (arg.kind == ProgramPlan::Arg::Kind::kSlot) continue;
-      const ScalarValue v = runtime_value(call, arg);
+      const ScalarValue v = runtime_value(node.call, arg);
       key_.push_back(v.cacheable ? 'c' : 'r');
       if (v.cacheable) key_ += v.bytes();
     }
@@ -152,12 +159,12 @@ std::vector<FreshOutput> FusedGraph::record(const OpCall& call) {
   for (int v : node.slot_values) put<int32_t>(key_, v);
 
   std::vector<FreshOutput> fresh;
-  for (size_t i = 0; i < call.outputs.size(); ++i) {
+  for (size_t i = 0; i < node.call.outputs.size(); ++i) {
     const hlo::TensorType& type = program->plan.output_types[i];
     const int value = new_value(type, -1);
     node.out_values.push_back(value);
-    if (call.outputs[i]) {
-      runtime::DeviceStorage* s = call.outputs[i]->storage;
+    if (node.call.outputs[i]) {
+      runtime::DeviceStorage* s = node.call.outputs[i]->storage;
       tracked_[s] = Tracked{value, true};
       s->mark_tracked(true);
     } else {
@@ -313,7 +320,9 @@ void FusedGraph::flush_locked(CapturedProgram* captured) {
   std::vector<int> outputs;   // value ids
   std::vector<int> aliases;   // per output: the param whose buffer it may take, or -1
   std::vector<bool> param_aliased(params_.size(), false);
-  std::string key = key_;
+  // The graph's key is key_ (the ops, appended while recording) completed in place: the graph is
+  // reset below whatever happens, and a copy of a long graph's key per flush is not free.
+  std::string& key = key_;
   key.push_back(bake_ ? '\xfe' : '\xff');
   for (const Param& p : params_) {
     put<uint8_t>(key, static_cast<uint8_t>(values_[p.value].type.dtype));

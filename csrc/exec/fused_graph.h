@@ -47,8 +47,9 @@ class FusedGraph : public runtime::PendingWork {
   explicit FusedGraph(Executor& executor);
   ~FusedGraph() override;
 
-  // Records `call`; fresh outputs come back pending (bind them to their storages).
-  std::vector<FreshOutput> record(const OpCall& call);
+  // Records `call` (kept in the graph: pass it by move when the caller is done with it); fresh
+  // outputs come back pending (bind them to their storages).
+  std::vector<FreshOutput> record(OpCall call);
   // `storage` now holds the pending value `value`.
   void bind(runtime::DeviceStorage* storage, int64_t value);
 
@@ -100,6 +101,7 @@ class FusedGraph : public runtime::PendingWork {
     std::vector<runtime::DeviceStorage*> inputs;
     std::vector<bool> is_new;
     bool repeats(const OpMark& first) const;
+    bool is_op(const std::string& op) const;  // cheap first check: the same lowering
   };
 
   OpMark mark_of(const OpCall& call) const;

@@ -2,13 +2,11 @@
 
 #include <stdexcept>
 
+#include "lowering/hlo_names.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
 
-using hlo::Builder;
-using hlo::Dims;
-using hlo::Value;
 using Padding = std::vector<std::pair<int64_t, int64_t>>;
 
 namespace {

@@ -1,13 +1,11 @@
 // Lowerings that create values: full, arange, linspace/logspace, eye.
 #include <algorithm>
 
+#include "lowering/hlo_names.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
 namespace {
-
-using hlo::TensorType;
-using hlo::Value;
 
 // full: inputs [value]; attrs shape. Output dtype = the value's dtype.
 std::vector<Value> lower_full(Context& ctx, const std::vector<Value>& in) {

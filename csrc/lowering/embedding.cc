@@ -2,17 +2,13 @@
 // padding_idx, per-sample weights and scale_grad_by_freq as in ATen.
 #include <cmath>
 
+#include "lowering/hlo_names.h"
 #include "lowering/registry.h"
 #include "lowering/scan.h"
 
 namespace tpu::lowering {
 namespace {
 
-using hlo::Builder;
-using hlo::Compare;
-using hlo::Dims;
-using hlo::TensorType;
-using hlo::Value;
 using Args = std::vector<Value>;
 
 Builder::ScatterDims row_scatter() {

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "lowering/cast.h"
+#include "lowering/hlo_names.h"
 #include "lowering/registry.h"
 #include "lowering/scan.h"
 #include "lowering/shape_helpers.h"
@@ -12,11 +13,6 @@
 namespace tpu::lowering {
 namespace {
 
-using hlo::Builder;
-using hlo::Compare;
-using hlo::Dims;
-using hlo::TensorType;
-using hlo::Value;
 using Args = std::vector<Value>;
 
 Dims iota_dims(int64_t n, int64_t start = 0) {

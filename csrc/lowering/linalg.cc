@@ -1,5 +1,6 @@
 // Matrix products: mm, bmm, addmm. Half-precision inputs accumulate in float32 (as PyTorch
 // does); float32/float64 use HIGHEST precision so GPUs/TPUs do not silently drop to TF32/bf16.
+#include "lowering/hlo_names.h"
 #include "lowering/registry.h"
 #include "lowering/shape_helpers.h"
 
@@ -7,9 +8,6 @@
 
 namespace tpu::lowering {
 namespace {
-
-using hlo::Builder;
-using hlo::Value;
 
 Value matmul(Builder& b, Value x, Value y, const hlo::Dims& batch, int64_t lc, int64_t rc) {
   const ElementType t = b.dtype(x);

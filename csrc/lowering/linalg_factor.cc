@@ -3,17 +3,12 @@
 // O(n^2) work per step), and the row-swap sequence a pivot vector describes.
 #include <cmath>
 
+#include "lowering/hlo_names.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
 namespace {
 
-using hlo::Builder;
-using hlo::Compare;
-using hlo::Dims;
-using hlo::ReduceKind;
-using hlo::TensorType;
-using hlo::Value;
 using Args = std::vector<Value>;
 
 constexpr ElementType kI64 = ElementType::kI64;

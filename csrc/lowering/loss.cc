@@ -3,18 +3,13 @@
 #include <cmath>
 
 #include "lowering/cast.h"
+#include "lowering/hlo_names.h"
 #include "lowering/registry.h"
 #include "lowering/shape_helpers.h"
 
 namespace tpu::lowering {
 namespace {
 
-using hlo::Builder;
-using hlo::Compare;
-using hlo::Dims;
-using hlo::ReduceKind;
-using hlo::TensorType;
-using hlo::Value;
 using Args = std::vector<Value>;
 
 constexpr int64_t kNone = 0, kMean = 1;

@@ -4,18 +4,13 @@
 #include <limits>
 
 #include "lowering/convolution.h"
+#include "lowering/hlo_names.h"
 #include "lowering/registry.h"
 #include "lowering/shape_helpers.h"
 
 namespace tpu::lowering {
 namespace {
 
-using hlo::Builder;
-using hlo::Compare;
-using hlo::Dims;
-using hlo::ReduceKind;
-using hlo::TensorType;
-using hlo::Value;
 using Args = std::vector<Value>;
 
 Dims iota_dims(int64_t n, int64_t start = 0) {

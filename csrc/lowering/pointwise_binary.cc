@@ -4,14 +4,12 @@
 #include <cmath>
 
 #include "lowering/cast.h"
+#include "lowering/hlo_names.h"
 #include "lowering/pointwise.h"
 
 namespace tpu::lowering {
 namespace {
 
-using hlo::Builder;
-using hlo::Compare;
-using hlo::Value;
 using Args = std::vector<Value>;
 
 bool is_bool(Builder& b, Value x) { return b.dtype(x) == ElementType::kBool; }

@@ -2,14 +2,12 @@
 // Argument order follows each aten schema: grad first.
 #include <cmath>
 
+#include "lowering/hlo_names.h"
 #include "lowering/pointwise.h"
 
 namespace tpu::lowering {
 namespace {
 
-using hlo::Builder;
-using hlo::Compare;
-using hlo::Value;
 using Args = std::vector<Value>;
 
 Value one(Builder& b, Value like) { return scalar_like(b, like, 1); }

@@ -4,14 +4,12 @@
 #include <limits>
 
 #include "lowering/cast.h"
+#include "lowering/hlo_names.h"
 #include "lowering/pointwise.h"
 
 namespace tpu::lowering {
 namespace {
 
-using hlo::Builder;
-using hlo::Compare;
-using hlo::Value;
 using Args = std::vector<Value>;
 
 bool floating(Builder& b, Value x) { return is_floating(b.dtype(x)); }

@@ -4,16 +4,12 @@
 #include <limits>
 
 #include "lowering/convolution.h"
+#include "lowering/hlo_names.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
 namespace {
 
-using hlo::Builder;
-using hlo::Compare;
-using hlo::Dims;
-using hlo::TensorType;
-using hlo::Value;
 using Padding = std::vector<std::pair<int64_t, int64_t>>;
 using Args = std::vector<Value>;
 

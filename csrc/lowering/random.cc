@@ -3,15 +3,12 @@
 // on the seed and the op sequence (reproducible), and a seed change does not recompile.
 #include <cmath>
 
+#include "lowering/hlo_names.h"
 #include "lowering/registry.h"
 #include "lowering/shape_helpers.h"
 
 namespace tpu::lowering {
 namespace {
-
-using hlo::Builder;
-using hlo::TensorType;
-using hlo::Value;
 
 Value rng_state(Builder& b, Value seed, Value offset) {
   return b.concatenate({b.reshape(seed, {1}), b.reshape(offset, {1})}, 0);

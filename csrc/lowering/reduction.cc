@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "lowering/cast.h"
+#include "lowering/hlo_names.h"
 #include "lowering/registry.h"
 #include "lowering/scan.h"
 #include "lowering/shape_helpers.h"
@@ -13,12 +14,6 @@
 namespace tpu::lowering {
 namespace {
 
-using hlo::Builder;
-using hlo::Compare;
-using hlo::Dims;
-using hlo::ReduceKind;
-using hlo::TensorType;
-using hlo::Value;
 using Args = std::vector<Value>;
 
 bool floating(Builder& b, Value x) { return is_floating(b.dtype(x)); }

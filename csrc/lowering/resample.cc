@@ -5,15 +5,12 @@
 #include <cmath>
 #include <cstring>
 
+#include "lowering/hlo_names.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
 namespace {
 
-using hlo::Builder;
-using hlo::Dims;
-using hlo::TensorType;
-using hlo::Value;
 using Matrix = std::vector<double>;  // row-major [out, in]
 
 Matrix adaptive_matrix(int64_t in, int64_t out) {

@@ -2,6 +2,7 @@
 // geometry helpers (cdist, cross, max_unpool, logcumsumexp).
 #include <cmath>
 
+#include "lowering/hlo_names.h"
 #include "lowering/registry.h"
 #include "lowering/scan.h"
 #include "lowering/shape_helpers.h"
@@ -9,12 +10,6 @@
 namespace tpu::lowering {
 namespace {
 
-using hlo::Builder;
-using hlo::Compare;
-using hlo::Dims;
-using hlo::ReduceKind;
-using hlo::TensorType;
-using hlo::Value;
 using Args = std::vector<Value>;
 
 Dims identity(int64_t n) {

@@ -1,15 +1,11 @@
 // sort and topk along a dim: values with their indices, NaN ordered as the largest value,
 // stable (equal elements keep their order), as ATen's CPU kernels do.
+#include "lowering/hlo_names.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
 namespace {
 
-using hlo::Builder;
-using hlo::Compare;
-using hlo::Dims;
-using hlo::TensorType;
-using hlo::Value;
 using Args = std::vector<Value>;
 
 // Whether a sorts before c.

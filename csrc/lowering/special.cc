@@ -7,15 +7,12 @@
 // the largest degree) for polynomials, with ATen's special cases for n < 0 and |x| = 1.
 #include <cmath>
 
+#include "lowering/hlo_names.h"
 #include "lowering/pointwise.h"
 
 namespace tpu::lowering {
 namespace {
 
-using hlo::Builder;
-using hlo::Compare;
-using hlo::TensorType;
-using hlo::Value;
 using Args = std::vector<Value>;
 
 constexpr double kEuler = 0.57721566490153286061;

@@ -1,15 +1,11 @@
 #include "lowering/view_access.h"
+#include "lowering/hlo_names.h"
 
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
 
 namespace tpu::lowering {
-
-using hlo::Builder;
-using hlo::Dims;
-using hlo::TensorType;
-using hlo::Value;
 
 bool is_contiguous(const Dims& sizes, const Dims& strides) {
   int64_t expected = 1;

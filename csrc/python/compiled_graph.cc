@@ -2,6 +2,7 @@
 
 #include <c10/core/DeviceGuard.h>
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -16,8 +17,14 @@ namespace {
 
 constexpr const char* kLabel = "a compiled graph (torch.compile backend \"tpu\")";
 
-bool same_view(const exec::View& a, const exec::View& b) {
-  return a.dtype == b.dtype && a.offset == b.offset && a.sizes == b.sizes && a.strides == b.strides;
+// Whether `t` is exactly the view `v`, read straight from the tensor (no View built per replay;
+// the bounds check view_of makes is implied: `v` fitted this storage size at capture).
+bool is_view(const at::Tensor& t, const exec::View& v) {
+  const auto sizes = t.sizes();
+  const auto strides = t.strides();
+  return aten::element_type(t.scalar_type()) == v.dtype && t.storage_offset() == v.offset &&
+         std::equal(sizes.begin(), sizes.end(), v.sizes.begin(), v.sizes.end()) &&
+         std::equal(strides.begin(), strides.end(), v.strides.begin(), v.strides.end());
 }
 
 }  // namespace
@@ -141,7 +148,7 @@ bool CompiledGraph::matches(const std::vector<at::Tensor>& inputs,
     }
     if (!t.is_privateuseone() || aten::tpu_index(t) != program_.device) return false;
     runtime::DeviceStorage* s = &aten::storage(t);
-    if (s->nbytes() != spec.nbytes || !same_view(aten::view_of(t), spec.view)) return false;
+    if (s->nbytes() != spec.nbytes || !is_view(t, spec.view)) return false;
     if (spec.same_storage_as >= 0) {
       if (s != storages[spec.same_storage_as]) return false;
     } else if (!distinct.insert(s).second) {

@@ -9,6 +9,7 @@
 #include <exception>
 
 #include "runtime/runtime.h"
+#include "runtime/work_tracker.h"
 
 namespace tpu::runtime {
 
@@ -158,9 +159,8 @@ void launch_now(Launch& launch) {
   } catch (const std::exception& e) {
     // An input that failed earlier carries that launch's message already.
     const std::string what = e.what();
-    const std::string message = what.rfind("torch_tpu: device error", 0) == 0
-                                    ? what
-                                    : device_error_message(launch.label, what);
+    const std::string message =
+        is_device_error_message(what) ? what : device_error_message(launch.label, what);
     for (size_t i = 0; i < num_outputs; ++i) launch.buffers[launch.num_args + i]->fail(message);
     throw std::runtime_error(message);
   }

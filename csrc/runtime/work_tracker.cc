@@ -7,9 +7,16 @@
 
 namespace tpu::runtime {
 
+namespace {
+constexpr char kDeviceErrorPrefix[] = "torch_tpu: device error in ";
+}  // namespace
+
 std::string device_error_message(const char* label, const std::string& message) {
-  return std::string("torch_tpu: device error in ") + (label && *label ? label : "an op") + ": " +
-         message;
+  return std::string(kDeviceErrorPrefix) + (label && *label ? label : "an op") + ": " + message;
+}
+
+bool is_device_error_message(const std::string& message) {
+  return message.rfind(kDeviceErrorPrefix, 0) == 0;
 }
 
 void WorkTracker::note_error_locked(const Item& item, const pjrt::ErrorInfo& error) {

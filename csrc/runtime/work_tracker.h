@@ -49,7 +49,9 @@ class WorkTracker {
   std::optional<std::string> first_error_;
 };
 
-// "device error in aten::foo: <message>"
+// "torch_tpu: device error in aten::foo: <message>"
 std::string device_error_message(const char* label, const std::string& message);
+// True when `message` is already a device_error_message (an error passed on from a failed input).
+bool is_device_error_message(const std::string& message);
 
 }  // namespace tpu::runtime

@@ -1,8 +1,13 @@
 """Fused Eager on the reference models: the training steps (forward, backward, AdamW) give the
 same results as Strict and Debug (and the CPU), a training loop compiles once and then only
-replays, and a loop with no host reads is cut at its iteration boundary."""
+replays (also when the size limit cuts each step into several graphs), and a loop with no host
+reads is cut at its iteration boundary."""
 
 import copy
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -132,3 +137,55 @@ def test_temporaries_do_not_become_outputs():
     for _ in range(10):
         ref = torch.sin(ref) * 2 + 1
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+
+def _fused_loop_with_size_limit(read_loss):
+    code = f"""
+import json, sys
+sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+import torch, torch_tpu
+from torch_tpu.execution_mode import EagerMode, mode
+from model_cases import to_device
+from test_fused_eager import make, train
+
+def run(m, stats):
+    model, batch, loss_fn = make("llama")
+    model, batch = model.to("tpu"), to_device(batch, "tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses = []
+    with mode(m):
+        for step in range(7):
+            opt.zero_grad()
+            loss = loss_fn(model, *batch)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item() if {read_loss!r} else loss.detach())
+            stats.append(torch.tpu.compilation_cache_stats())
+        torch.tpu.synchronize()
+    return [float(l) for l in losses], [p.detach().cpu().tolist() for p in model.parameters()]
+
+strict = run(EagerMode.STRICT, [])
+stats = []
+fused = run(EagerMode.FUSED, stats)
+print(json.dumps({{"strict": strict, "fused": fused, "stats": [stats[2], stats[-1]]}}))
+"""
+    env = dict(os.environ, TORCH_TPU_FUSE_MAX_OPS="150")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("read_loss", [True, False], ids=["loss_read_each_step", "no_host_reads"])
+def test_steps_cut_by_the_size_limit_compile_once_then_replay(read_loss):
+    # A step longer than TORCH_TPU_FUSE_MAX_OPS is cut into several graphs; the cuts must fall at
+    # the same points of every iteration, or each step compiles new graphs.
+    got = _fused_loop_with_size_limit(read_loss)
+    warm, last = got["stats"]
+    assert last["fused_flushes_by_size"] - warm["fused_flushes_by_size"] >= 4 * 2  # >= 2 cuts per step
+    assert last["fused_graph_compiles"] == warm["fused_graph_compiles"]
+    assert last["compiles"] == warm["compiles"]
+    assert last["fused_graph_replays"] > warm["fused_graph_replays"]
+    (fused_losses, fused_params), (strict_losses, strict_params) = got["fused"], got["strict"]
+    torch.testing.assert_close(torch.tensor(fused_losses), torch.tensor(strict_losses), rtol=1e-4, atol=1e-5)
+    for f, s in zip(fused_params, strict_params):
+        torch.testing.assert_close(torch.tensor(f), torch.tensor(s), rtol=1e-3, atol=2e-4)  # AdamW: see above

@@ -114,17 +114,27 @@ CallLayout::Slot FusedGraph::slot_of(runtime::DeviceStorage* s) {
 std::vector<FreshOutput> FusedGraph::record(OpCall call) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (!nodes_.empty() && (call.device != device_ || (!capturing_ && nodes_.size() >= max_ops_))) {
-    if (call.device == device_) ++stats_.flushes_by_size;
-    flush_locked();
+    if (call.device == device_) {
+      // Cut by the size limit: the next graph continues the same iteration, so the repeat
+      // detector keeps waiting for the iteration's first op (graphs then start at the same
+      // points of every iteration and are compiled once).
+      ++stats_.flushes_by_size;
+      OpMark start = std::move(first_);
+      flush_locked();
+      first_ = std::move(start);
+      continuing_ = true;
+    } else {
+      flush_locked();
+    }
   }
   // The full mark is built only for an op of the first op's kind (and for a graph's first op).
-  if (!capturing_ && nodes_.size() >= kMinOpsBeforeRepeat && first_.is_op(call.op) &&
-      mark_of(call).repeats(first_)) {
+  if (!capturing_ && nodes_.size() >= (continuing_ ? 1 : kMinOpsBeforeRepeat) &&
+      first_.is_op(call.op) && mark_of(call).repeats(first_)) {
     ++stats_.flushes_by_repeat;
     flush_locked();
   }
   std::optional<OpMark> first_mark;
-  if (nodes_.empty()) first_mark = mark_of(call);  // before layout_of starts tracking the inputs
+  if (nodes_.empty() && !continuing_) first_mark = mark_of(call);  // before layout_of tracks inputs
   const auto slot_fn = [this](runtime::DeviceStorage* s) { return slot_of(s); };
   CallLayout layout = layout_of(call, slot_fn);
   auto missing = unmaterialized(layout);
@@ -137,7 +147,7 @@ std::vector<FreshOutput> FusedGraph::record(OpCall call) {
 
   if (nodes_.empty()) {
     device_ = call.device;
-    first_ = first_mark ? std::move(*first_mark) : mark_of(call);
+    if (!continuing_) first_ = first_mark ? std::move(*first_mark) : mark_of(call);
   }
   Node node;
   node.call = std::move(call);
@@ -246,6 +256,7 @@ void FusedGraph::reset_locked() {
   nodes_.clear();
   key_.clear();
   first_ = OpMark{};
+  continuing_ = false;
 }
 
 std::shared_ptr<FusedGraph::Program> FusedGraph::build_locked(const std::vector<int>& outputs,

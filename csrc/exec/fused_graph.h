@@ -9,7 +9,8 @@
 // the storages still alive (temporaries that died are never materialised). A storage that is
 // read and then overwritten has its buffer donated to its new value.
 //
-//   TORCH_TPU_FUSE_MAX_OPS=N  - flush when a graph reaches N ops (default 5000)
+//   TORCH_TPU_FUSE_MAX_OPS=N  - flush when a graph reaches N ops (default 5000); the next graph
+//                               continues the same iteration (see record)
 #pragma once
 
 #include <atomic>
@@ -139,7 +140,8 @@ class FusedGraph : public runtime::PendingWork {
   std::unordered_map<int64_t, std::pair<std::shared_ptr<pjrt::Buffer>, hlo::TensorType>> orphans_;
   int64_t generation_ = 0;
   std::string key_;  // signature of the graph so far
-  OpMark first_;
+  OpMark first_;  // the first op of the current iteration (see record)
+  bool continuing_ = false;  // the graph continues an iteration cut by the size limit
   std::unordered_map<cache::Fingerprint, std::shared_ptr<Program>, cache::FingerprintHash> programs_;
   FusedStats stats_;
 };

@@ -148,9 +148,9 @@ from torch_tpu.execution_mode import EagerMode, mode
 from model_cases import to_device
 from test_fused_eager import make, train
 
-def run(m, stats):
+def run(m, stats, device="tpu"):
     model, batch, loss_fn = make("llama")
-    model, batch = model.to("tpu"), to_device(batch, "tpu")
+    model, batch = model.to(device), to_device(batch, device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     losses = []
     with mode(m):
@@ -164,10 +164,11 @@ def run(m, stats):
         torch.tpu.synchronize()
     return [float(l) for l in losses], [p.detach().cpu().tolist() for p in model.parameters()]
 
+cpu = run(EagerMode.STRICT, [], device="cpu")
 strict = run(EagerMode.STRICT, [])
 stats = []
 fused = run(EagerMode.FUSED, stats)
-print(json.dumps({{"strict": strict, "fused": fused, "stats": [stats[2], stats[-1]]}}))
+print(json.dumps({{"cpu": cpu, "strict": strict, "fused": fused, "stats": [stats[2], stats[-1]]}}))
 """
     env = dict(os.environ, TORCH_TPU_FUSE_MAX_OPS="150")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
@@ -186,6 +187,9 @@ def test_steps_cut_by_the_size_limit_compile_once_then_replay(read_loss):
     assert last["compiles"] == warm["compiles"]
     assert last["fused_graph_replays"] > warm["fused_graph_replays"]
     (fused_losses, fused_params), (strict_losses, strict_params) = got["fused"], got["strict"]
+    cpu_losses, cpu_params = got["cpu"]
     torch.testing.assert_close(torch.tensor(fused_losses), torch.tensor(strict_losses), rtol=1e-4, atol=1e-5)
-    for f, s in zip(fused_params, strict_params):
+    torch.testing.assert_close(torch.tensor(fused_losses), torch.tensor(cpu_losses), rtol=1e-3, atol=1e-4)
+    for f, s, c in zip(fused_params, strict_params, cpu_params):
         torch.testing.assert_close(torch.tensor(f), torch.tensor(s), rtol=1e-3, atol=2e-4)  # AdamW: see above
+        torch.testing.assert_close(torch.tensor(f), torch.tensor(c), rtol=1e-3, atol=2e-4)

@@ -76,6 +76,10 @@ std::vector<at::Tensor> OpRunner::run(size_t num_outputs) {
   TORCH_INTERNAL_ASSERT(device_ >= 0, call_.label, ": no device for the op");
   call_.device = device_;
   call_.outputs.assign(num_outputs, std::nullopt);
+  return execute();
+}
+
+std::vector<at::Tensor> OpRunner::execute() {
   const char* label = call_.label;
   auto fresh = exec::Executor::get().run(std::move(call_));  // a runner runs once
   std::vector<at::Tensor> out;
@@ -99,12 +103,7 @@ std::vector<at::Tensor> OpRunner::run_mixed(const std::vector<std::optional<at::
   }
   TORCH_INTERNAL_ASSERT(device_ >= 0, call_.label, ": no device for the op");
   call_.device = device_;
-  const char* label = call_.label;
-  auto fresh = exec::Executor::get().run(std::move(call_));
-  std::vector<at::Tensor> out;
-  out.reserve(fresh.size());
-  for (auto& f : fresh) out.push_back(wrap(std::move(f), device_, label));
-  return out;
+  return execute();
 }
 
 void OpRunner::run_into(const std::vector<at::Tensor>& targets) {
@@ -120,7 +119,7 @@ void OpRunner::run_into(const std::vector<at::Tensor>& targets) {
   for (const at::Tensor& t : targets) {
     call_.outputs.push_back(exec::Target{&storage(t), view_of(t)});
   }
-  exec::Executor::get().run(std::move(call_));
+  execute();  // every output is a target: nothing fresh to wrap
 }
 
 }  // namespace tpu::aten

@@ -42,6 +42,8 @@ class OpRunner {
  private:
   void note_device(const at::Tensor& t);
   void start_run();
+  // Hands the call to the executor and wraps the fresh outputs as tensors.
+  std::vector<at::Tensor> execute();
   exec::OpCall call_;
   bool ran_ = false;
   int device_ = -1;

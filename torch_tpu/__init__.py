@@ -25,6 +25,7 @@ torch._register_device_module("tpu", tpu)
 torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
 
 from . import _backends  # noqa: E402,F401  (torch.backends.tpu)
+from . import distributed  # noqa: E402  (the tpu_dist backend of torch.distributed)
 from . import execution_mode  # noqa: E402
 
 # torch.autocast("tpu") without a dtype uses bfloat16, the accelerator's native reduced type.
@@ -39,6 +40,7 @@ from ._fallback import (  # noqa: E402
 __version__ = "0.1.0"
 
 __all__ = [
+    "distributed",
     "execution_mode",
     "fallback_counts",
     "get_fallback_mode",

@@ -28,6 +28,11 @@ class OpRunner {
   lowering::Attrs& attrs() { return call_.attrs; }
   // Sets the device when no tpu tensor input determines it.
   OpRunner& on_device(int device);
+  // A collective program: runs over the group's devices (exec/replica_group.h).
+  OpRunner& over(const exec::ReplicaGroup* group) {
+    call_.group = group;
+    return *this;
+  }
 
   // Runs with every output fresh; returns them as new tensors. A runner runs once (its call is
   // handed over to the executor): run, run_into and run_mixed end its use.

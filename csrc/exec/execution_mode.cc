@@ -20,6 +20,8 @@ std::atomic<EagerMode>& mode_slot() {
   return mode;
 }
 
+thread_local bool t_strict = false;
+
 }  // namespace
 
 EagerMode initial_mode() {
@@ -28,10 +30,16 @@ EagerMode initial_mode() {
   return EagerMode::kStrict;
 }
 
-EagerMode eager_mode() { return mode_slot().load(std::memory_order_relaxed); }
+EagerMode eager_mode() {
+  const EagerMode mode = mode_slot().load(std::memory_order_relaxed);
+  return (t_strict && mode == EagerMode::kFused) ? EagerMode::kStrict : mode;
+}
+
+StrictScope::StrictScope() : previous_(t_strict) { t_strict = true; }
+StrictScope::~StrictScope() { t_strict = previous_; }
 
 void set_eager_mode(EagerMode mode) {
-  if (mode == eager_mode()) return;
+  if (mode == mode_slot().load()) return;
   runtime::flush_pending_work();
   mode_slot().store(mode);
   // Work recorded by another thread between the flush and the switch is flushed now.

@@ -13,8 +13,23 @@ enum class EagerMode { kDebug = 0, kStrict = 1, kFused = 2 };
 
 // The mode the process started in: from the environment variables above (Debug wins).
 EagerMode initial_mode();
+// The mode of the calling thread's ops: the process mode, except under a StrictScope.
 EagerMode eager_mode();
 // Changing the mode flushes recorded work first.
 void set_eager_mode(EagerMode mode);
+
+// While alive, the calling thread's ops run in Strict mode when the process is in Fused mode:
+// the work around a collective (and the copies a communication thread makes) is never recorded
+// into the deferred graph, whose ops must be the same on every rank.
+class StrictScope {
+ public:
+  StrictScope();
+  ~StrictScope();
+  StrictScope(const StrictScope&) = delete;
+  StrictScope& operator=(const StrictScope&) = delete;
+
+ private:
+  bool previous_;
+};
 
 }  // namespace tpu::exec

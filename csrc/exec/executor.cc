@@ -7,6 +7,7 @@
 
 #include "cache/fingerprint.h"
 #include "exec/fused_graph.h"
+#include "exec/replica_group.h"
 #include "pjrt/compile_options.h"
 #include "runtime/launch_queue.h"
 #include "runtime/runtime.h"
@@ -102,9 +103,11 @@ void Executor::count_execution() {
 }
 
 std::shared_ptr<pjrt::LoadedExecutable> Executor::compile(const std::string& mlir,
-                                                          const std::string& what) {
+                                                          const std::string& what,
+                                                          const std::vector<int64_t>& replica_devices) {
   runtime::Runtime& rt = runtime::Runtime::get();
-  const std::string options = pjrt::serialize(pjrt::CompileOptions{});
+  const std::string options = pjrt::serialize(
+      replica_devices.empty() ? pjrt::CompileOptions{} : pjrt::replicated_over(replica_devices));
   // The key: program text, compile options, plugin identity and version, device kind.
   const std::string description =
       mlir + '\0' + options + '\0' + rt.identity() + '\0' + rt.device(0).kind;
@@ -150,6 +153,7 @@ std::shared_ptr<const OpProgram> Executor::program_for(const OpCall& call, const
   program->plan = std::move(built.plan);
   program->mlir = std::move(built.mlir);
   program->label = call.label;
+  if (call.group != nullptr) program->replica_devices = call.group->devices();
   churn_.note_compile(churn_group(call), input_shapes(call));
   std::lock_guard<std::mutex> lock(mu_);
   if (programs_.size() >= kMaxPrograms) programs_.clear();
@@ -160,7 +164,7 @@ std::shared_ptr<const OpProgram> Executor::program_for(const OpCall& call, const
 std::shared_ptr<pjrt::LoadedExecutable> Executor::executable_of(const OpProgram& program) {
   std::lock_guard<std::mutex> lock(program.mu);
   if (program.exe == nullptr) {
-    program.exe = compile(program.mlir, program.label);
+    program.exe = compile(program.mlir, program.label, program.replica_devices);
     std::string().swap(const_cast<OpProgram&>(program).mlir);  // not needed any more
   }
   return program.exe;
@@ -201,13 +205,13 @@ void Executor::materialize(const OpCall& call, const std::vector<runtime::Device
 }
 
 std::vector<FreshOutput> Executor::run(OpCall&& call) {
-  if (eager_mode() == EagerMode::kFused) return fused_->record(std::move(call));
+  if (eager_mode() == EagerMode::kFused && call.group == nullptr) return fused_->record(std::move(call));
   return run(static_cast<const OpCall&>(call));
 }
 
 std::vector<FreshOutput> Executor::run(const OpCall& call) {
   const EagerMode mode = eager_mode();
-  if (mode == EagerMode::kFused) return fused_->record(call);
+  if (mode == EagerMode::kFused && call.group == nullptr) return fused_->record(call);
 
   runtime::Runtime& rt = runtime::Runtime::get();
   CallLayout layout = layout_of(call);
@@ -263,7 +267,11 @@ std::vector<FreshOutput> Executor::run(const OpCall& call) {
       fresh.push_back(FreshOutput{std::move(buffer), plan.output_types[i]});
     }
   }
-  runtime::LaunchQueue::get().push(std::move(launch));
+  if (call.group != nullptr) {
+    call.group->launch(std::move(launch));
+  } else {
+    runtime::LaunchQueue::get().push(std::move(launch));
+  }
   count_execution();
   if (mode == EagerMode::kDebug) rt.tracker(call.device).synchronize();
   return fresh;

@@ -42,6 +42,7 @@ struct OpProgram {
   ProgramPlan plan;
   std::string mlir;
   std::string label;
+  std::vector<int64_t> replica_devices;  // collective programs: the group's devices
   mutable std::mutex mu;
   mutable std::shared_ptr<pjrt::LoadedExecutable> exe;
 };
@@ -51,7 +52,8 @@ class Executor {
   static Executor& get();
 
   // Runs `call`. Outputs with a Target are written into their storages; the fresh ones are
-  // returned in order.
+  // returned in order. A call with a group (a collective) always runs as its own program,
+  // launched by the group, whatever the eager mode.
   std::vector<FreshOutput> run(const OpCall& call);
   // The same for a call the caller is done with (Fused mode keeps it without a copy).
   std::vector<FreshOutput> run(OpCall&& call);
@@ -61,8 +63,10 @@ class Executor {
   // The per-op program of `call` with layout `layout` and signature `key` (built, not compiled).
   std::shared_ptr<const OpProgram> program_for(const OpCall& call, const CallLayout& layout,
                                                const std::string& key);
-  // Compiles (or loads from the cache) a whole program; `what` names it in errors.
-  std::shared_ptr<pjrt::LoadedExecutable> compile(const std::string& mlir, const std::string& what);
+  // Compiles (or loads from the cache) a whole program; `what` names it in errors. With
+  // `replica_devices`, one replica runs on each of those devices (collective programs).
+  std::shared_ptr<pjrt::LoadedExecutable> compile(const std::string& mlir, const std::string& what,
+                                                  const std::vector<int64_t>& replica_devices = {});
   // Zero-fills storages that were never written, before `call` reads them.
   void materialize(const OpCall& call, const std::vector<runtime::DeviceStorage*>& storages);
 

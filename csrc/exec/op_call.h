@@ -14,6 +14,8 @@
 
 namespace tpu::exec {
 
+class ReplicaGroup;
+
 // A strided view of a storage, in elements of `dtype` (PyTorch's sizes/strides/storage_offset).
 struct View {
   ElementType dtype = ElementType::kF32;
@@ -68,6 +70,9 @@ struct OpCall {
   // One entry per lowering output: nullopt for a fresh output, or where to write it.
   std::vector<std::optional<Target>> outputs;
   int device = 0;
+  // Collective programs only: the group whose devices run the program together (the caller
+  // keeps it alive during the call; see exec/replica_group.h).
+  const ReplicaGroup* group = nullptr;
 };
 
 }  // namespace tpu::exec

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "exec/replica_group.h"
 #include "hlo/builder.h"
 #include "lowering/cast.h"
 #include "lowering/registry.h"
@@ -135,6 +136,10 @@ void signature_into(const OpCall& call, const CallLayout& L, std::string& key) {
     put<uint8_t>(key, static_cast<uint8_t>(out->view.dtype));
     put_dims(key, out->view.sizes);
     if (!L.output_whole[i]) put_dims(key, out->view.strides);
+  }
+  if (call.group != nullptr) {
+    key.push_back('\3');
+    put_dims(key, call.group->devices());
   }
 }
 

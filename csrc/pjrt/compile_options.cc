@@ -9,6 +9,15 @@ std::string serialize(const CompileOptions& options) {
   build.int64_field(1, options.device_ordinal);
   build.int64_field(4, options.num_replicas);
   build.int64_field(5, options.num_partitions);
+  if (!options.replica_devices.empty()) {
+    ProtoWriter replicas;
+    for (int64_t id : options.replica_devices) replicas.int64_field(1, id);
+    ProtoWriter assignment;
+    assignment.int64_field(1, static_cast<int64_t>(options.replica_devices.size()));
+    assignment.int64_field(2, 1);
+    assignment.message_field(3, replicas);
+    build.message_field(9, assignment);
+  }
 
   ProtoWriter proto;
   proto.message_field(3, build);
@@ -25,6 +34,14 @@ std::string serialize(const CompileOptions& options) {
     proto.message_field(7, entry);
   }
   return proto.bytes();
+}
+
+CompileOptions replicated_over(std::vector<int64_t> devices) {
+  CompileOptions o;
+  o.num_replicas = static_cast<int64_t>(devices.size());
+  o.portable = false;
+  o.replica_devices = std::move(devices);
+  return o;
 }
 
 }  // namespace tpu::pjrt

@@ -15,6 +15,7 @@
 #include "exec/fused_graph.h"
 #include "lowering/registry.h"
 #include "python/compiled_graph.h"
+#include "python/distributed.h"
 #include "runtime/launch_queue.h"
 #include "runtime/runtime.h"
 
@@ -183,4 +184,5 @@ PYBIND11_MODULE(_C, m) {
       .def("run", &python::CompiledGraph::run);
   m.def("_capture_begin", &python::capture_begin);
   m.def("_capture_end", &python::capture_end);
+  python::bind_distributed(m);
 }

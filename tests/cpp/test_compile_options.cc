@@ -68,6 +68,24 @@ TEST(CompileOptions, FieldNumbersAreXlas) {
             "}\n");
 }
 
+TEST(CompileOptions, ReplicatedProgramsCarryTheirDeviceAssignment) {
+  const std::string text = decode_typed(pjrt::serialize(pjrt::replicated_over({3, 1})));
+  EXPECT_EQ(text,
+            "executable_build_options {\n"
+            "  device_ordinal: -1\n"
+            "  num_replicas: 2\n"
+            "  num_partitions: 1\n"
+            "  device_assignment {\n"
+            "    replica_count: 2\n"
+            "    computation_count: 1\n"
+            "    computation_devices {\n"
+            "      replica_device_ids: 3\n"
+            "      replica_device_ids: 1\n"
+            "    }\n"
+            "  }\n"
+            "}\n");
+}
+
 TEST(CompileOptions, EnvOptionOverridesAreMapEntries) {
   pjrt::CompileOptions o;
   o.env_option_overrides.emplace_back("xla_flag_a", std::string("text"));

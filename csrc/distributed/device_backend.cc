@@ -1,0 +1,606 @@
+#include "distributed/device_backend.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "aten/op_runner.h"
+#include "exec/execution_mode.h"
+#include "runtime/launch_queue.h"
+#include "runtime/pending_work.h"
+
+namespace tpu::distributed {
+
+namespace {
+
+using lowering::CollectiveCombine;
+
+constexpr uint64_t kMeetsPerCollective = 2;  // ready (before launching), launched
+
+std::string list(const std::vector<at::Tensor>& ts) {
+  std::string s;
+  for (const auto& t : ts) s += (s.empty() ? "" : ", ") + describe(t);
+  return s;
+}
+
+// Rank r's payload differs from rank 0's: a clear error naming both.
+void check_same(const std::vector<std::string>& payloads, const std::string& prefix) {
+  for (size_t r = 1; r < payloads.size(); ++r) {
+    if (payloads[r] != payloads[0]) {
+      TORCH_CHECK(false, prefix, ": the ranks called different collectives (a size, dtype or "
+                  "operation mismatch): rank 0 has ", payloads[0], ", rank ", r, " has ", payloads[r],
+                  ". Fix: every rank must call the same collectives in the same order with tensors "
+                  "of the same dtype and size");
+    }
+  }
+}
+
+// Flat contiguous pieces padded to `chunk` elements and concatenated.
+at::Tensor packed(const std::vector<at::Tensor>& pieces, int64_t chunk, const at::TensorOptions& opts) {
+  std::vector<at::Tensor> padded;
+  padded.reserve(pieces.size());
+  for (const auto& p : pieces) {
+    at::Tensor flat = p.reshape({-1});
+    padded.push_back(flat.numel() == chunk ? flat : at::constant_pad_nd(flat, {0, chunk - flat.numel()}));
+  }
+  return padded.empty() ? at::empty({0}, opts) : at::cat(padded);
+}
+
+}  // namespace
+
+DeviceBackend::DeviceBackend(int rank, int size, std::chrono::milliseconds timeout, int device,
+                             std::vector<int64_t> devices, std::string token)
+    : TpuBackend(rank, size, timeout), device_(device), token_(std::move(token)) {
+  TORCH_CHECK(static_cast<int>(devices.size()) == size, "tpu_dist: ", devices.size(),
+              " device ids for a group of ", size);
+  group_ = std::make_unique<Group>(*this, runtime::Rendezvous::shared(token_, size), rank,
+                                   std::move(devices));
+}
+
+DeviceBackend::~DeviceBackend() { shutdown(); }
+
+void DeviceBackend::shutdown() {
+  group_->rendezvous().abandon(getRank(), "left the group (destroy_process_group or shutdown)");
+  for (auto& [key, g] : pairs_) g->rendezvous().abandon(g->rank(), "left the group");
+}
+
+void DeviceBackend::abort() {
+  group_->rendezvous().abandon(getRank(), "aborted its communicator");
+  for (auto& [key, g] : pairs_) g->rendezvous().abandon(g->rank(), "aborted its communicator");
+}
+
+void DeviceBackend::check_device(c10::Device d, const char* what) const {
+  TORCH_CHECK(d.index() == device_, where(what), ": the tensors are on ", d, " but this rank's group "
+              "was created for tpu:", device_, ". Fix: call torch.tpu.set_device(<the rank's device>) "
+              "before init_process_group/new_group and keep each rank's tensors on it");
+}
+
+std::vector<std::string> DeviceBackend::meet(const Group& group, uint64_t round, std::string payload,
+                                             const char* what) {
+  return group.rendezvous().meet(round, group.rank(), std::move(payload), timeout_, where(what));
+}
+
+void DeviceBackend::Group::launch(runtime::Launch launch) const {
+  // Everyone has built (and compiled) its part and agrees on what runs: launch together.
+  check_same(owner_.meet(*this, round, signature, what), owner_.where(what));
+  runtime::launch_now(launch);
+  owner_.meet(*this, round + 1, "", what);
+}
+
+template <class Body>
+c10::intrusive_ptr<c10d::Work> DeviceBackend::collective(const Group& group, const char* what,
+                                                         c10d::OpType type, std::string signature,
+                                                         std::vector<at::Tensor> outputs, Body&& body) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  exec::StrictScope strict;  // nothing of a collective is recorded into the deferred graph
+  runtime::flush_pending_work();  // a collective ends the pending graph
+  group.what = what;
+  group.signature = std::move(signature);
+  try {
+    body();
+  } catch (const std::exception& e) {
+    // A rank that fails before launching must not leave the others waiting.
+    group.rendezvous().abandon(group.rank(), std::string("failed in ") + what + ": " + e.what());
+    throw;
+  }
+  auto work = c10::make_intrusive<TpuWork>(getRank(), type, what,
+                                           c10::Device(c10::DeviceType::PrivateUse1, device_),
+                                           std::move(outputs));
+  work->succeed();
+  if (coalescing_) coalesced_.push_back(work);
+  return work;
+}
+
+// Runs the collective program `op` over `group` on `inputs` (dense), returning its outputs.
+namespace {
+std::vector<at::Tensor> run_program(const exec::ReplicaGroup& group, const char* op, const char* label,
+                                    const std::vector<at::Tensor>& inputs, size_t num_outputs,
+                                    int64_t group_size, const std::function<void(aten::OpRunner&)>& extra) {
+  aten::OpRunner r(op, label);
+  r.over(&group);
+  for (const auto& t : inputs) r.input(t);
+  r.attrs().set_int("group_size", group_size);
+  if (extra) extra(r);
+  return r.run(num_outputs);
+}
+
+void set_reduction(aten::OpRunner& r, const Reduction& red) {
+  r.attrs().set_int("combine", static_cast<int64_t>(red.combine));
+  r.attrs().set_bool("mean", red.mean);
+  if (red.premul) {
+    r.attrs().set_bool("premul", true);
+    r.input(*red.premul);
+  }
+}
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                        const c10d::AllreduceOptions& opts) {
+  const char* what = "all_reduce";
+  check_device(check_tensors(tensors, what), what);
+  const Reduction red = reduction(opts.reduceOp, tensors[0].scalar_type(), what);
+  return collective(*group_, what, c10d::OpType::ALLREDUCE, "all_reduce " + red.name + " " + list(tensors),
+                    tensors, [&] {
+    std::vector<at::Tensor> in;
+    for (const auto& t : tensors) in.push_back(dense(t));
+    group_->round = kMeetsPerCollective * seq_++;
+    auto out = run_program(*group_, "all_reduce", "c10d::allreduce_", in, in.size(), getSize(),
+                           [&](aten::OpRunner& r) { set_reduction(r, red); });
+    for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(out[i]);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                                  const c10d::AllreduceCoalescedOptions& opts) {
+  c10d::AllreduceOptions o;
+  o.reduceOp = opts.reduceOp;
+  o.timeout = opts.timeout;
+  return allreduce(tensors, o);
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                        const c10d::BroadcastOptions& opts) {
+  const char* what = "broadcast";
+  check_device(check_tensors(tensors, what), what);
+  const int root = static_cast<int>(opts.rootRank);
+  TORCH_CHECK(root >= 0 && root < getSize(), where(what), ": root ", root, " is not a rank of the group");
+  return collective(*group_, what, c10d::OpType::BROADCAST,
+                    "broadcast from " + std::to_string(root) + " " + list(tensors), tensors, [&] {
+    std::vector<at::Tensor> in;
+    for (const auto& t : tensors) in.push_back(getRank() == root ? dense(t) : at::zeros_like(t, at::MemoryFormat::Contiguous));
+    group_->round = kMeetsPerCollective * seq_++;
+    auto out = run_program(*group_, "broadcast_bits", "c10d::broadcast_", in, in.size(), getSize(), nullptr);
+    if (getRank() != root) {
+      for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(out[i]);
+    }
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::reduce(std::vector<at::Tensor>& tensors,
+                                                     const c10d::ReduceOptions& opts) {
+  const char* what = "reduce";
+  check_device(check_tensors(tensors, what), what);
+  const int root = static_cast<int>(opts.rootRank);
+  TORCH_CHECK(root >= 0 && root < getSize(), where(what), ": root ", root, " is not a rank of the group");
+  const Reduction red = reduction(opts.reduceOp, tensors[0].scalar_type(), what);
+  return collective(*group_, what, c10d::OpType::REDUCE,
+                    "reduce " + red.name + " to " + std::to_string(root) + " " + list(tensors), tensors, [&] {
+    std::vector<at::Tensor> in;
+    for (const auto& t : tensors) in.push_back(dense(t));
+    group_->round = kMeetsPerCollective * seq_++;
+    auto out = run_program(*group_, "all_reduce", "c10d::reduce_", in, in.size(), getSize(),
+                           [&](aten::OpRunner& r) { set_reduction(r, red); });
+    // Only the root's tensors receive the result; the others keep their input.
+    if (getRank() == root) {
+      for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(out[i]);
+    }
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                        std::vector<at::Tensor>& inputs,
+                                                        const c10d::AllgatherOptions& opts) {
+  const char* what = "all_gather";
+  TORCH_CHECK(inputs.size() == outputs.size(), where(what), ": one output list per input is needed");
+  check_device(check_tensors(inputs, what), what);
+  check_tensors(outputs, what);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK(static_cast<int>(outputs[i].size()) == getSize(), where(what), ": the output list has ",
+                outputs[i].size(), " tensors for a group of ", getSize());
+    for (const auto& o : outputs[i]) {
+      TORCH_CHECK(o.numel() == inputs[i].numel() && o.scalar_type() == inputs[i].scalar_type(), where(what),
+                  ": output ", describe(o), " does not match the input ", describe(inputs[i]));
+    }
+  }
+  std::vector<at::Tensor> flat_outputs;
+  for (const auto& l : outputs) flat_outputs.insert(flat_outputs.end(), l.begin(), l.end());
+  return collective(*group_, what, c10d::OpType::ALLGATHER, "all_gather " + list(inputs), flat_outputs, [&] {
+    std::vector<at::Tensor> in;
+    for (const auto& t : inputs) in.push_back(dense(t));
+    group_->round = kMeetsPerCollective * seq_++;
+    auto out = run_program(*group_, "all_gather", "c10d::allgather_", in, in.size(), getSize(), nullptr);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const int64_t m = inputs[i].numel();
+      for (int r = 0; r < getSize(); ++r) {
+        outputs[i][r].copy_(out[i].narrow(0, r * m, m).view(outputs[i][r].sizes()));
+      }
+    }
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
+  const char* what = "all_gather_into_tensor";
+  TORCH_CHECK(inputs.size() == outputs.size(), where(what), ": one output per input is needed");
+  check_device(check_tensors(inputs, what), what);
+  check_tensors(outputs, what);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * getSize() &&
+                    outputs[i].scalar_type() == inputs[i].scalar_type(),
+                where(what), ": the output ", describe(outputs[i]), " must hold ", getSize(),
+                " copies of the input ", describe(inputs[i]));
+  }
+  return collective(*group_, what, c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor " + list(inputs),
+                    outputs, [&] {
+    std::vector<at::Tensor> in;
+    for (const auto& t : inputs) in.push_back(dense(t));
+    group_->round = kMeetsPerCollective * seq_++;
+    auto out = run_program(*group_, "all_gather", "c10d::_allgather_base_", in, in.size(), getSize(), nullptr);
+    for (size_t i = 0; i < outputs.size(); ++i) outputs[i].copy_(out[i].view(outputs[i].sizes()));
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                              const c10d::AllgatherOptions& opts) {
+  std::vector<at::Tensor> outs{output}, ins{input};
+  return allgather_into_tensor_coalesced(outs, ins, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                                  std::vector<at::Tensor>& inputs,
+                                                                  const c10d::AllgatherOptions& opts) {
+  return allgather(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
+  const char* what = "reduce_scatter_tensor";
+  TORCH_CHECK(inputs.size() == outputs.size(), where(what), ": one output per input is needed");
+  check_device(check_tensors(inputs, what), what);
+  check_tensors(outputs, what);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * getSize() &&
+                    outputs[i].scalar_type() == inputs[i].scalar_type(),
+                where(what), ": the input ", describe(inputs[i]), " must hold ", getSize(),
+                " parts of the size of the output ", describe(outputs[i]));
+  }
+  const Reduction red = reduction(opts.reduceOp, inputs[0].scalar_type(), what);
+  return collective(*group_, what, c10d::OpType::_REDUCE_SCATTER_BASE,
+                    "reduce_scatter_tensor " + red.name + " " + list(inputs), outputs, [&] {
+    std::vector<at::Tensor> in;
+    for (const auto& t : inputs) in.push_back(dense(t));
+    group_->round = kMeetsPerCollective * seq_++;
+    auto out = run_program(*group_, "reduce_scatter", "c10d::_reduce_scatter_base_", in, in.size(), getSize(),
+                           [&](aten::OpRunner& r) { set_reduction(r, red); });
+    for (size_t i = 0; i < outputs.size(); ++i) outputs[i].copy_(out[i].view(outputs[i].sizes()));
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                   const c10d::ReduceScatterOptions& opts) {
+  std::vector<at::Tensor> outs{output}, ins{input};
+  return reduce_scatter_tensor_coalesced(outs, ins, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                             std::vector<std::vector<at::Tensor>>& inputs,
+                                                             const c10d::ReduceScatterOptions& opts) {
+  const char* what = "reduce_scatter";
+  TORCH_CHECK(outputs.size() == 1 && inputs.size() == 1, where(what), ": one output and one input list");
+  TORCH_CHECK(static_cast<int>(inputs[0].size()) == getSize(), where(what), ": the input list has ",
+              inputs[0].size(), " tensors for a group of ", getSize());
+  for (const auto& t : inputs[0]) {
+    TORCH_CHECK(t.numel() == outputs[0].numel() && t.scalar_type() == outputs[0].scalar_type(), where(what),
+                ": input ", describe(t), " does not match the output ", describe(outputs[0]));
+  }
+  check_device(check_tensors(inputs, what), what);
+  // The list's pieces, one after another, are a reduce_scatter_tensor input.
+  std::vector<at::Tensor> ins;
+  {
+    exec::StrictScope strict;
+    std::vector<at::Tensor> flat;
+    for (const auto& t : inputs[0]) flat.push_back(t.reshape({-1}));
+    ins.push_back(at::cat(flat));
+  }
+  return reduce_scatter_tensor_coalesced(outputs, ins, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::exchange(const char* what, c10d::OpType type,
+                                                       std::vector<at::Tensor> inputs,
+                                                       std::vector<at::Tensor> outputs,
+                                                       std::vector<at::Tensor> work_outputs) {
+  // Every rank learns every rank's piece sizes: the padded chunk (the largest piece anywhere)
+  // must be the same in every rank's program, and rank i's piece for j must be what j expects.
+  std::string mine = std::string(c10::getDtypeNames(inputs[0].scalar_type()).first) + ":";
+  for (const auto& t : inputs) mine += std::to_string(t.numel()) + ",";
+  mine += "|";
+  for (const auto& t : outputs) mine += std::to_string(t.numel()) + ",";
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  const uint64_t sizes_round = kMeetsPerCollective * seq_++;
+  std::vector<std::string> all;
+  try {
+    all = meet(*group_, sizes_round, mine, what);
+  } catch (...) {
+    group_->rendezvous().abandon(getRank(), std::string("failed in ") + what);
+    throw;
+  }
+  const int n = getSize();
+  std::vector<std::vector<int64_t>> send(n), recv(n);
+  std::vector<std::string> dtypes(n);
+  for (int r = 0; r < n; ++r) {
+    const std::string& p = all[r];
+    const size_t colon = p.find(':'), bar = p.find('|');
+    dtypes[r] = p.substr(0, colon);
+    auto parse = [](const std::string& s) {
+      std::vector<int64_t> v;
+      size_t pos = 0;
+      while (pos < s.size()) {
+        const size_t comma = s.find(',', pos);
+        v.push_back(std::stoll(s.substr(pos, comma - pos)));
+        pos = comma + 1;
+      }
+      return v;
+    };
+    send[r] = parse(p.substr(colon + 1, bar - colon - 1));
+    recv[r] = parse(p.substr(bar + 1));
+  }
+  int64_t chunk = 0;
+  for (int i = 0; i < n; ++i) {
+    TORCH_CHECK(dtypes[i] == dtypes[0], where(what), ": rank 0 sends ", dtypes[0], " but rank ", i,
+                " sends ", dtypes[i], ". Fix: use the same dtype on every rank");
+    for (int j = 0; j < n; ++j) {
+      TORCH_CHECK(send[i][j] == recv[j][i], where(what), ": rank ", i, " sends ", send[i][j],
+                  " elements to rank ", j, ", which expects ", recv[j][i], " from it. Fix: make every "
+                  "rank's output split sizes match what the other ranks send it");
+      chunk = std::max(chunk, send[i][j]);
+    }
+  }
+  const at::TensorOptions opts = inputs[0].options();
+  return collective(*group_, what, type, std::string(what) + " " + dtypes[0] + " chunk " + std::to_string(chunk),
+                    work_outputs, [&] {
+    at::Tensor in = packed(inputs, chunk, opts);
+    group_->round = kMeetsPerCollective * seq_++;
+    auto out = run_program(*group_, "all_to_all", "c10d::alltoall_", {in}, 1, n, nullptr);
+    for (int i = 0; i < n; ++i) {
+      if (outputs[i].numel() == 0) continue;
+      outputs[i].copy_(out[0].narrow(0, i * chunk, outputs[i].numel()).view(outputs[i].sizes()));
+    }
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                            std::vector<int64_t>& output_splits,
+                                                            std::vector<int64_t>& input_splits,
+                                                            const c10d::AllToAllOptions& opts) {
+  const char* what = "all_to_all_single";
+  check_device(check_tensors({input, output}, what), what);
+  const int n = getSize();
+  auto rows = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* which) {
+    std::vector<int64_t> r(splits);
+    const int64_t dim0 = t.dim() == 0 ? 1 : t.size(0);
+    if (r.empty()) {
+      TORCH_CHECK(dim0 % n == 0, where(what), ": the ", which, " ", describe(t), " does not split into ", n,
+                  " equal parts; pass split sizes");
+      r.assign(n, dim0 / n);
+    }
+    TORCH_CHECK(static_cast<int>(r.size()) == n, where(what), ": ", r.size(), " ", which,
+                " split sizes for a group of ", n);
+    int64_t total = 0;
+    for (int64_t s : r) total += s;
+    TORCH_CHECK(total == dim0, where(what), ": the ", which, " split sizes add up to ", total, " rows, the ",
+                which, " has ", dim0);
+    return r;
+  };
+  const auto in_rows = rows(input, input_splits, "input");
+  const auto out_rows = rows(output, output_splits, "output");
+  std::vector<at::Tensor> ins, outs;
+  {
+    exec::StrictScope strict;
+    int64_t at_row = 0;
+    for (int64_t r : in_rows) { ins.push_back(input.narrow(0, at_row, r)); at_row += r; }
+    at_row = 0;
+    for (int64_t r : out_rows) { outs.push_back(output.narrow(0, at_row, r)); at_row += r; }
+  }
+  return exchange(what, c10d::OpType::ALLTOALL_BASE, ins, outs, {output});
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::alltoall(std::vector<at::Tensor>& outputs,
+                                                       std::vector<at::Tensor>& inputs,
+                                                       const c10d::AllToAllOptions& opts) {
+  const char* what = "all_to_all";
+  TORCH_CHECK(static_cast<int>(inputs.size()) == getSize() && static_cast<int>(outputs.size()) == getSize(),
+              where(what), ": one input and one output tensor per rank are needed");
+  check_device(check_tensors(inputs, what), what);
+  check_tensors(outputs, what);
+  return exchange(what, c10d::OpType::ALLTOALL, inputs, outputs, outputs);
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::GatherOptions& opts) {
+  const char* what = "gather";
+  const int root = static_cast<int>(opts.rootRank);
+  TORCH_CHECK(inputs.size() == 1, where(what), ": one input tensor per rank");
+  check_device(check_tensors(inputs, what), what);
+  if (getRank() == root) {
+    TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(), where(what),
+                ": the root needs one output tensor per rank");
+    check_tensors(outputs, what);
+  } else {
+    TORCH_CHECK(outputs.empty() || outputs[0].empty(), where(what), ": only the root passes outputs");
+  }
+  std::vector<at::Tensor> work_outputs = getRank() == root ? outputs[0] : std::vector<at::Tensor>{};
+  return collective(*group_, what, c10d::OpType::GATHER,
+                    "gather to " + std::to_string(root) + " " + list(inputs), work_outputs, [&] {
+    std::vector<at::Tensor> in{dense(inputs[0])};
+    group_->round = kMeetsPerCollective * seq_++;
+    auto out = run_program(*group_, "all_gather", "c10d::gather_", in, 1, getSize(), nullptr);
+    if (getRank() != root) return;
+    const int64_t m = inputs[0].numel();
+    for (int r = 0; r < getSize(); ++r) {
+      TORCH_CHECK(outputs[0][r].numel() == m, where(what), ": output ", r, " ", describe(outputs[0][r]),
+                  " does not match the input ", describe(inputs[0]));
+      outputs[0][r].copy_(out[0].narrow(0, r * m, m).view(outputs[0][r].sizes()));
+    }
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::scatter(std::vector<at::Tensor>& outputs,
+                                                      std::vector<std::vector<at::Tensor>>& inputs,
+                                                      const c10d::ScatterOptions& opts) {
+  const char* what = "scatter";
+  const int root = static_cast<int>(opts.rootRank);
+  TORCH_CHECK(outputs.size() == 1, where(what), ": one output tensor per rank");
+  check_device(check_tensors(outputs, what), what);
+  if (getRank() == root) {
+    TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), where(what),
+                ": the root needs one input tensor per rank");
+    check_tensors(inputs, what);
+    for (const auto& t : inputs[0]) {
+      TORCH_CHECK(t.numel() == outputs[0].numel() && t.scalar_type() == outputs[0].scalar_type(), where(what),
+                  ": input ", describe(t), " does not match the output ", describe(outputs[0]));
+    }
+  } else {
+    TORCH_CHECK(inputs.empty() || inputs[0].empty(), where(what), ": only the root passes inputs");
+  }
+  return collective(*group_, what, c10d::OpType::SCATTER,
+                    "scatter from " + std::to_string(root) + " " + list(outputs), outputs, [&] {
+    // all_to_all: the root's chunk j goes to rank j; every rank keeps what the root sent.
+    const int64_t m = outputs[0].numel();
+    at::Tensor in;
+    if (getRank() == root) {
+      std::vector<at::Tensor> flat;
+      for (const auto& t : inputs[0]) flat.push_back(t.reshape({-1}));
+      in = at::cat(flat);
+    } else {
+      in = at::zeros({m * getSize()}, outputs[0].options());
+    }
+    group_->round = kMeetsPerCollective * seq_++;
+    auto out = run_program(*group_, "all_to_all", "c10d::scatter_", {in}, 1, getSize(), nullptr);
+    outputs[0].copy_(out[0].narrow(0, root * m, m).view(outputs[0].sizes()));
+  });
+}
+
+DeviceBackend::Group& DeviceBackend::pair(int src, int dst) {
+  auto& slot = pairs_[{src, dst}];
+  if (slot == nullptr) {
+    const std::string token = token_ + "/p2p/" + std::to_string(src) + ">" + std::to_string(dst);
+    slot = std::make_unique<Group>(*this, runtime::Rendezvous::shared(token, 2), getRank() == src ? 0 : 1,
+                                   std::vector<int64_t>{group_->devices()[src], group_->devices()[dst]});
+  }
+  return *slot;
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::transfer(const at::Tensor& tensor, int src, int dst) {
+  const char* what = getRank() == src ? "send" : "recv";
+  Group& g = pair(src, dst);
+  std::vector<at::Tensor> outs;
+  if (getRank() == dst) outs.push_back(tensor);
+  // Both sides run the same program: the sender's tensor arrives in the receiver's output.
+  return collective(g, what, getRank() == src ? c10d::OpType::SEND : c10d::OpType::RECV,
+                    "send/recv " + std::to_string(src) + "->" + std::to_string(dst) + " " + describe(tensor),
+                    outs, [&] {
+    at::Tensor in = dense(tensor);
+    g.round = kMeetsPerCollective * pair_rounds_[{src, dst}]++;
+    aten::OpRunner r("collective_permute", "c10d::send/recv");
+    r.over(&g).input(in);
+    r.attrs().set_ints("pairs", {0, 1}).set_int("group_size", 2);
+    auto out = r.run(1);
+    if (getRank() == dst) tensor.copy_(out[0]);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
+  TORCH_CHECK(tensors.size() == 1, where("send"), ": one tensor at a time");
+  check_device(check_tensors(tensors, "send"), "send");
+  TORCH_CHECK(dst >= 0 && dst < getSize() && dst != getRank(), where("send"), ": cannot send to rank ", dst);
+  if (coalescing_) {
+    auto work = c10::make_intrusive<TpuWork>(getRank(), c10d::OpType::SEND, "send",
+                                             c10::Device(c10::DeviceType::PrivateUse1, device_),
+                                             std::vector<at::Tensor>{});
+    pending_p2p_.push_back({true, dst, tensors[0], work});
+    return work;
+  }
+  return transfer(tensors[0], getRank(), dst);
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
+  TORCH_CHECK(tensors.size() == 1, where("recv"), ": one tensor at a time");
+  check_device(check_tensors(tensors, "recv"), "recv");
+  TORCH_CHECK(src >= 0 && src < getSize() && src != getRank(), where("recv"), ": cannot receive from rank ", src);
+  if (coalescing_) {
+    auto work = c10::make_intrusive<TpuWork>(getRank(), c10d::OpType::RECV, "recv",
+                                             c10::Device(c10::DeviceType::PrivateUse1, device_), tensors);
+    pending_p2p_.push_back({false, src, tensors[0], work});
+    return work;
+  }
+  return transfer(tensors[0], src, getRank());
+}
+
+void DeviceBackend::startCoalescing() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  TORCH_CHECK(!coalescing_, where("startCoalescing"), ": already coalescing");
+  coalescing_ = true;
+  coalesced_.clear();
+  pending_p2p_.clear();
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::endCoalescing() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  TORCH_CHECK(coalescing_, where("endCoalescing"), ": not coalescing");
+  // Point-to-point operations of a batch run in one order on every rank: by (sender, receiver),
+  // in the order given within a pair - so isend/irecv pairs issued in any order meet.
+  std::vector<PendingP2P> p2p = std::move(pending_p2p_);
+  std::stable_sort(p2p.begin(), p2p.end(), [&](const PendingP2P& a, const PendingP2P& b) {
+    const auto ka = a.send ? std::make_pair(getRank(), a.peer) : std::make_pair(a.peer, getRank());
+    const auto kb = b.send ? std::make_pair(getRank(), b.peer) : std::make_pair(b.peer, getRank());
+    return ka < kb;
+  });
+  coalescing_ = false;
+  std::vector<at::Tensor> outs;
+  for (const auto& op : p2p) {
+    transfer(op.tensor, op.send ? getRank() : op.peer, op.send ? op.peer : getRank());
+    op.work->succeed();
+    if (!op.send) outs.push_back(op.tensor);
+  }
+  for (const auto& w : coalesced_) {
+    for (const auto& t : w->result()) outs.push_back(t);
+  }
+  coalesced_.clear();
+  auto work = c10::make_intrusive<TpuWork>(getRank(), c10d::OpType::COALESCED, "coalesced",
+                                           c10::Device(c10::DeviceType::PrivateUse1, device_), outs);
+  work->succeed();
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceBackend::barrier(const c10d::BarrierOptions& opts) {
+  const char* what = "barrier";
+  at::Tensor one;
+  {
+    exec::StrictScope strict;
+    one = at::ones({1}, at::TensorOptions().dtype(at::kFloat).device(c10::Device(c10::DeviceType::PrivateUse1, device_)));
+  }
+  std::vector<at::Tensor> ts{one};
+  c10d::AllreduceOptions o;
+  allreduce(ts, o);
+  // A barrier returns once every rank's earlier work is done.
+  (void)one.cpu();
+  auto work = c10::make_intrusive<TpuWork>(getRank(), c10d::OpType::BARRIER, what,
+                                           c10::Device(c10::DeviceType::PrivateUse1, device_),
+                                           std::vector<at::Tensor>{});
+  work->succeed();
+  return work;
+}
+
+}  // namespace tpu::distributed

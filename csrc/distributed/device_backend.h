@@ -1,0 +1,144 @@
+// The device transport of tpu_dist: each collective is one XLA program compiled for the group's
+// devices (one replica per rank, lowering/collectives.cc), cached in the one compilation cache,
+// and launched by every rank on its own device. Rank-specific work around it (making inputs
+// dense, padding uneven all_to_all chunks, writing results into views) is ordinary tpu ops.
+//
+// Every rank's part of a collective must be launched, or none: a part launched alone waits
+// inside the plugin (XLA:CPU aborts the process after 40 s). So the ranks meet (runtime/
+// rendezvous.h) right before launching - comparing what each is about to run, so a size or dtype
+// mismatch is a clear error on every rank instead of a hang - and right after, so no rank runs
+// more than one collective ahead. A rank that fails before launching abandons the group and the
+// others fail at once, naming it. This needs every rank of the group in this process (threads,
+// one device each); processes use the host transport.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "distributed/tpu_backend.h"
+#include "exec/replica_group.h"
+#include "runtime/rendezvous.h"
+
+namespace tpu::distributed {
+
+class DeviceBackend : public TpuBackend {
+ public:
+  // `devices`: global PJRT device ids of the group's ranks; `token` names the group in this
+  // process (the same on all its ranks).
+  DeviceBackend(int rank, int size, std::chrono::milliseconds timeout, int device,
+                std::vector<int64_t> devices, std::string token);
+  ~DeviceBackend() override;
+  const char* transport() const override { return "device"; }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  void shutdown() override;
+  void abort() override;
+
+ private:
+  // The devices one collective program runs on, launching this rank's part between the meets.
+  class Group : public exec::ReplicaGroup {
+   public:
+    Group(DeviceBackend& owner, std::shared_ptr<runtime::Rendezvous> rendezvous, int rank,
+          std::vector<int64_t> devices)
+        : owner_(owner), rendezvous_(std::move(rendezvous)), rank_(rank), devices_(std::move(devices)) {}
+    const std::vector<int64_t>& devices() const override { return devices_; }
+    void launch(runtime::Launch launch) const override;
+    runtime::Rendezvous& rendezvous() const { return *rendezvous_; }
+    int rank() const { return rank_; }
+
+    // Set by the backend for the collective in flight.
+    mutable uint64_t round = 0;
+    mutable std::string signature;
+    mutable const char* what = "";
+
+   private:
+    DeviceBackend& owner_;
+    std::shared_ptr<runtime::Rendezvous> rendezvous_;
+    int rank_;
+    std::vector<int64_t> devices_;
+  };
+  struct PendingP2P {
+    bool send;
+    int peer;
+    at::Tensor tensor;
+    c10::intrusive_ptr<TpuWork> work;  // what isend/irecv returned
+  };
+
+  // Runs one collective over `group`: `body` builds and runs its program (the group launches it)
+  // and writes the outputs. Returns its (completed) work, whose future yields `outputs`.
+  template <class Body>
+  c10::intrusive_ptr<c10d::Work> collective(const Group& group, const char* what, c10d::OpType type,
+                                            std::string signature, std::vector<at::Tensor> outputs,
+                                            Body&& body);
+  // A meeting of all ranks of `group` (payloads in rank order).
+  std::vector<std::string> meet(const Group& group, uint64_t round, std::string payload, const char* what);
+  // The pair group of this rank and `peer` for point-to-point transfers, sender first.
+  Group& pair(int src, int dst);
+  c10::intrusive_ptr<c10d::Work> transfer(const at::Tensor& tensor, int src, int dst);
+  // all_to_all of flat pieces: inputs[j] goes to rank j, outputs[i] arrives from rank i.
+  c10::intrusive_ptr<c10d::Work> exchange(const char* what, c10d::OpType type,
+                                          std::vector<at::Tensor> inputs, std::vector<at::Tensor> outputs,
+                                          std::vector<at::Tensor> work_outputs);
+  void check_device(c10::Device d, const char* what) const;
+
+  const int device_;
+  const std::string token_;
+  std::unique_ptr<Group> group_;
+  std::map<std::pair<int, int>, std::unique_ptr<Group>> pairs_;
+  std::map<std::pair<int, int>, uint64_t> pair_rounds_;
+  uint64_t seq_ = 0;
+  std::recursive_mutex mu_;  // one collective at a time per rank
+  bool coalescing_ = false;
+  std::vector<PendingP2P> pending_p2p_;
+  std::vector<c10::intrusive_ptr<c10d::Work>> coalesced_;
+};
+
+}  // namespace tpu::distributed

@@ -1,0 +1,58 @@
+#include "python/distributed.h"
+
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "distributed/device_backend.h"
+#include "distributed/host_backend.h"
+#include "runtime/runtime.h"
+
+namespace py = pybind11;
+
+namespace tpu::python {
+
+namespace {
+
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
+}  // namespace
+
+void bind_distributed(py::module_& m) {
+  // The backend types are torch's: import them before any Backend crosses into Python.
+  py::module_::import("torch.distributed");
+
+  m.def("_dist_host_backend",
+        [](int rank, int size, double timeout_s, c10d::Backend* gloo,
+           const c10::intrusive_ptr<c10d::Store>& world_store, std::vector<int64_t> global_ranks, bool check) {
+          return c10::intrusive_ptr<c10d::Backend>(c10::make_intrusive<distributed::HostBackend>(
+              rank, size, millis(timeout_s), c10::intrusive_ptr<c10d::Backend>::reclaim_copy(gloo),
+              world_store, std::move(global_ranks), check));
+        },
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_dist_device_backend",
+        [](int rank, int size, double timeout_s, int device, std::vector<int64_t> devices, std::string token) {
+          return c10::intrusive_ptr<c10d::Backend>(c10::make_intrusive<distributed::DeviceBackend>(
+              rank, size, millis(timeout_s), device, std::move(devices), std::move(token)));
+        },
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_dist_transport", [](c10d::Backend* backend) -> std::string {
+    auto* b = dynamic_cast<distributed::TpuBackend*>(backend);
+    return b == nullptr ? "" : b->transport();
+  });
+  m.def("_dist_host_timings", [](c10d::Backend* backend) {
+    auto* b = dynamic_cast<distributed::HostBackend*>(backend);
+    TORCH_CHECK(b != nullptr, "not a tpu_dist host-transport backend");
+    const auto t = b->timings();
+    py::dict d;
+    d["to_host"] = t.to_host;
+    d["gloo"] = t.gloo;
+    d["to_device"] = t.to_device;
+    d["jobs"] = t.jobs;
+    return d;
+  });
+  m.def("_device_global_id", [](int index) { return runtime::Runtime::get().device(index).id; });
+}
+
+}  // namespace tpu::python

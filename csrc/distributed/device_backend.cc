@@ -81,10 +81,47 @@ std::vector<std::string> DeviceBackend::meet(const Group& group, uint64_t round,
   return group.rendezvous().meet(round, group.rank(), std::move(payload), timeout_, where(what));
 }
 
+namespace {
+
+// XLA:CPU starts a device's executions when their inputs are ready, not in launch order: a
+// collective launched after another can run first and hold the device while the other waits for
+// it forever. So a device runs one collective at a time: the next one is launched once the
+// previous one (of any group) has finished there - which it does, since all its parts are
+// launched before any rank goes on.
+std::mutex g_last_mu;
+std::map<int, std::shared_ptr<pjrt::Event>> g_last_collective;
+
+void await_previous_collective(int device) {
+  std::shared_ptr<pjrt::Event> last;
+  {
+    std::lock_guard<std::mutex> lock(g_last_mu);
+    last = g_last_collective[device];
+  }
+  if (last != nullptr && !last->is_ready()) {
+    try {
+      last->await();
+    } catch (const std::exception&) {
+      // Its own outputs carry the error; this collective is not affected.
+    }
+  }
+}
+
+void note_collective(int device, const pjrt::Buffer& output) {
+  std::shared_ptr<pjrt::Event> done(output.ready_event());
+  std::lock_guard<std::mutex> lock(g_last_mu);
+  g_last_collective[device] = std::move(done);
+}
+
+}  // namespace
+
 void DeviceBackend::Group::launch(runtime::Launch launch) const {
+  await_previous_collective(launch.device);
   // Everyone has built (and compiled) its part and agrees on what runs: launch together.
   check_same(owner_.meet(*this, round, signature, what), owner_.where(what));
+  const std::shared_ptr<pjrt::Buffer> output = launch.buffers.back();  // launch_now hands them on
+  const int device = launch.device;
   runtime::launch_now(launch);
+  note_collective(device, *output);
   owner_.meet(*this, round + 1, "", what);
 }
 

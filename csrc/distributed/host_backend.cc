@@ -563,9 +563,29 @@ c10::intrusive_ptr<c10d::Work> HostBackend::alltoall(std::vector<at::Tensor>& ou
   job->device_inputs = snapshots(inputs);
   job->signature = signature(what, {inputs[0]}, extra);
   job->signature[2] = job->signature[3] = -1;
-  auto host_out = std::make_shared<std::vector<at::Tensor>>(hosts_like(outputs));
-  job->issue = [opts, host_out](c10d::Backend& gloo, Job& j) { return Works{gloo.alltoall(*host_out, j.host, opts)}; };
-  job->finish = [outputs, host_out](Job&) { copy_back(outputs, *host_out); };
+  // Gloo's list all_to_all takes equal sizes only: the pieces travel flat, with their counts.
+  std::vector<int64_t> in_counts, out_counts;
+  int64_t out_total = 0;
+  for (const auto& t : inputs) in_counts.push_back(t.numel());
+  for (const auto& t : outputs) {
+    out_counts.push_back(t.numel());
+    out_total += t.numel();
+  }
+  auto host_out = std::make_shared<at::Tensor>(at::empty({out_total}, outputs[0].options().device(at::kCPU)));
+  job->issue = [opts, host_out, in_counts, out_counts](c10d::Backend& gloo, Job& j) {
+    std::vector<at::Tensor> flat;
+    for (const auto& h : j.host) flat.push_back(h.reshape({-1}));
+    at::Tensor in = at::cat(flat);
+    std::vector<int64_t> o = out_counts, i = in_counts;
+    return Works{gloo.alltoall_base(*host_out, in, o, i, opts)};
+  };
+  job->finish = [outputs, host_out, out_counts](Job&) {
+    int64_t at = 0;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      outputs[i].copy_(host_out->narrow(0, at, out_counts[i]).view(outputs[i].sizes()));
+      at += out_counts[i];
+    }
+  };
   return submit(what, c10d::OpType::ALLTOALL, outputs, std::move(job));
 }
 

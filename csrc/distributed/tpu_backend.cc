@@ -85,7 +85,15 @@ Reduction TpuBackend::reduction(const c10d::ReduceOp& op, at::ScalarType dtype, 
 }
 
 at::Tensor dense(const at::Tensor& t) {
-  if (aten::covers_storage(t)) return t;
+  // The storage's buffer must have exactly this shape: a collective program reads its inputs
+  // whole, so any other buffer layout (a flat or never-written storage) would change the
+  // program's text on this rank alone - and ranks running different programs never meet.
+  if (aten::covers_storage(t)) {
+    const auto contents = aten::storage(t).contents();
+    if (aten::is_whole_buffer(t, contents) && contents.type.dims == hlo::Dims(t.sizes().begin(), t.sizes().end())) {
+      return t;
+    }
+  }
   return t.clone(at::MemoryFormat::Contiguous);
 }
 

@@ -52,7 +52,8 @@ class TpuBackend : public c10d::Backend {
   std::chrono::milliseconds timeout_;
 };
 
-// A dense tensor with `t`'s values that owns its whole storage (`t` itself when it does).
+// A dense tensor with `t`'s values whose storage is one buffer of exactly its shape (`t` itself
+// when it is): what a collective program reads, identical in layout on every rank.
 at::Tensor dense(const at::Tensor& t);
 // "float32[4, 2]"
 std::string describe(const at::Tensor& t);

@@ -256,6 +256,7 @@ BuiltProgram build_program(const OpCall& call, const CallLayout& L) {
   BuiltProgram out;
   ProgramPlan& plan = out.plan;
   Builder b;
+  if (call.group != nullptr) b.set_num_replicas(static_cast<int64_t>(call.group->devices().size()));
   std::vector<Value> slot_params;
   for (size_t s = 0; s < L.slots.size(); ++s) {
     slot_params.push_back(b.parameter(L.slots[s].contents.type));

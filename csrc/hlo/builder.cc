@@ -690,7 +690,7 @@ std::pair<Value, Value> Builder::rng_bit_generator(Value state, const TensorType
 
 std::string Builder::module_text(const std::vector<Value>& outputs) const {
   std::string text = "module @torch_tpu attributes {mhlo.num_partitions = 1 : i32, "
-                     "mhlo.num_replicas = 1 : i32} {\n  func.func public @main(";
+                     "mhlo.num_replicas = " + std::to_string(num_replicas_) + " : i32} {\n  func.func public @main(";
   for (size_t i = 0; i < params_.size(); ++i) {
     text += (i ? ", " : "") + name(params_[i]) + ": " + type(params_[i]).mlir();
     if (param_alias_[i] >= 0) {

@@ -139,6 +139,8 @@ class Builder {
 
   // The whole module with a public @main returning `outputs`.
   std::string module_text(const std::vector<Value>& outputs) const;
+  // Collective programs: the module runs as `n` replicas (one per device of a group).
+  void set_num_replicas(int64_t n) { num_replicas_ = n; }
 
  private:
   Value new_value(const TensorType& t);
@@ -151,6 +153,7 @@ class Builder {
   std::vector<Value> params_;
   std::vector<int> param_alias_;  // output index per parameter, -1 if none
   std::vector<std::string> blocks_;  // stack: [0] is the function body
+  int64_t num_replicas_ = 1;
 };
 
 // Printing helpers shared with callers that build attributes by hand.

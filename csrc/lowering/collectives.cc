@@ -79,15 +79,54 @@ CollectiveCombine combine_of(const Attrs& attrs) {
   return static_cast<CollectiveCombine>(attrs.get_int("combine", 0));
 }
 
+// Whether the plugin's all_reduce can combine with `c` directly. XLA:CPU takes only arithmetic
+// combiners (add, multiply, maximum, minimum); bitwise ones and booleans go by an exchange of the
+// values and a local reduction over the group (the same bits either way).
+bool combines_natively(CollectiveCombine c, ElementType t) {
+  if (t == ElementType::kBool) return false;
+  return c == CollectiveCombine::kSum || c == CollectiveCombine::kProd || c == CollectiveCombine::kMax ||
+         c == CollectiveCombine::kMin;
+}
+
+// [n, m] -> [m]: the n rows combined with `c` in rank order (the first row is the start value,
+// so no identity element is needed).
+Value reduce_rows(Builder& b, Value rows, CollectiveCombine c) {
+  const TensorType t = b.type(rows);
+  const char* op = combine_op(c, t.dtype);
+  auto row = [&](int64_t r) { return b.reshape(b.slice(rows, {r, 0}, {r + 1, t.dims[1]}, {1, 1}), {t.dims[1]}); };
+  Value acc = row(0);
+  for (int64_t r = 1; r < t.dims[0]; ++r) acc = b.binary(op, acc, row(r));
+  return acc;
+}
+
+Value all_gather_flat(Builder& b, Value flat, int64_t n) {
+  const TensorType t = b.type(flat);
+  return b.emit("stablehlo.all_gather", {flat}, TensorType{t.dtype, {n * t.numel()}},
+                "all_gather_dim = 0 : i64, " + replica_groups(n));
+}
+
+Value all_to_all_flat(Builder& b, Value flat, int64_t n) {
+  const TensorType t = b.type(flat);
+  return b.emit("stablehlo.all_to_all", {flat}, t,
+                "split_dimension = 0 : i64, concat_dimension = 0 : i64, split_count = " +
+                    std::to_string(n) + " : i64, " + replica_groups(n));
+}
+
 // all_reduce: every input reduced elementwise across the group (same shape out).
 std::vector<Value> lower_all_reduce(Context& ctx, const std::vector<Value>& raw) {
   Builder& b = ctx.b;
   const int64_t n = ctx.attrs.get_int("group_size");
   std::vector<Value> out;
+  const CollectiveCombine c = combine_of(ctx.attrs);
   for (Value v : premultiplied(ctx, raw)) {
     const TensorType t = b.type(v);
-    Value r = b.emit("stablehlo.all_reduce", {v}, t, replica_groups(n),
-                     combine_region(b, combine_of(ctx.attrs), t.dtype));
+    Value r;
+    if (combines_natively(c, t.dtype)) {
+      r = b.emit("stablehlo.all_reduce", {v}, t, replica_groups(n), combine_region(b, c, t.dtype));
+    } else {
+      Value rows = b.reshape(all_gather_flat(b, b.reshape(v, {t.numel()}), n), {n, t.numel()});
+      r = b.reshape(reduce_rows(b, rows, c), t.dims);
+    }
     out.push_back(divided_by_group(ctx, r));
   }
   return out;
@@ -98,12 +137,7 @@ std::vector<Value> lower_all_gather(Context& ctx, const std::vector<Value>& in) 
   Builder& b = ctx.b;
   const int64_t n = ctx.attrs.get_int("group_size");
   std::vector<Value> out;
-  for (Value v : in) {
-    const TensorType t = b.type(v);
-    Value flat = b.reshape(v, {t.numel()});
-    out.push_back(b.emit("stablehlo.all_gather", {flat}, TensorType{t.dtype, {n * t.numel()}},
-                         "all_gather_dim = 0 : i64, " + replica_groups(n)));
-  }
+  for (Value v : in) out.push_back(all_gather_flat(b, b.reshape(v, {b.type(v).numel()}), n));
   return out;
 }
 
@@ -120,9 +154,15 @@ std::vector<Value> lower_reduce_scatter(Context& ctx, const std::vector<Value>& 
                                   std::to_string(n) + " equal parts");
     }
     Value flat = b.reshape(v, {t.numel()});
-    Value r = b.emit("stablehlo.reduce_scatter", {flat}, TensorType{t.dtype, {t.numel() / n}},
-                     "scatter_dimension = 0 : i64, " + replica_groups(n),
-                     combine_region(b, combine_of(ctx.attrs), t.dtype));
+    const CollectiveCombine c = combine_of(ctx.attrs);
+    Value r;
+    if (combines_natively(c, t.dtype)) {
+      r = b.emit("stablehlo.reduce_scatter", {flat}, TensorType{t.dtype, {t.numel() / n}},
+                 "scatter_dimension = 0 : i64, " + replica_groups(n), combine_region(b, c, t.dtype));
+    } else {
+      // Every rank's part for this rank arrives as one row; reduce the rows here.
+      r = reduce_rows(b, b.reshape(all_to_all_flat(b, flat, n), {n, t.numel() / n}), c);
+    }
     out.push_back(divided_by_group(ctx, r));
   }
   return out;
@@ -138,10 +178,7 @@ std::vector<Value> lower_all_to_all(Context& ctx, const std::vector<Value>& in) 
     throw std::invalid_argument("all_to_all: " + t.str() + " does not split into " +
                                 std::to_string(n) + " equal chunks");
   }
-  Value flat = b.reshape(in[0], {t.numel()});
-  return {b.emit("stablehlo.all_to_all", {flat}, TensorType{t.dtype, {t.numel()}},
-                 "split_dimension = 0 : i64, concat_dimension = 0 : i64, split_count = " +
-                     std::to_string(n) + " : i64, " + replica_groups(n))};
+  return {all_to_all_flat(b, b.reshape(in[0], {t.numel()}), n)};
 }
 
 // collective_permute: the input of each pair's source replica arrives at its target; replicas
@@ -157,16 +194,16 @@ std::vector<Value> lower_collective_permute(Context& ctx, const std::vector<Valu
   return {b.emit("stablehlo.collective_permute", {in[0]}, b.type(in[0]), text)};
 }
 
-// broadcast_bits: every rank but the root passes zeros; OR-ing the raw bits across the group
-// gives every rank the root's exact bits (NaN payloads and -0.0 included), for plugins without
-// a collective_broadcast (XLA:CPU has none).
+// broadcast_bits: every rank but the root passes zeros; summing the raw bits as integers across
+// the group (zeros added to a pattern leave it as it is) gives every rank the root's exact bits
+// (NaN payloads and -0.0 included), for plugins without a collective_broadcast (XLA:CPU has none).
 std::vector<Value> lower_broadcast_bits(Context& ctx, const std::vector<Value>& in) {
   Builder& b = ctx.b;
   const int64_t n = ctx.attrs.get_int("group_size");
   std::vector<Value> out;
   for (Value v : in) {
     const TensorType t = b.type(v);
-    ElementType bits = ElementType::kI8;  // an integer of the same width (OR is bitwise)
+    ElementType bits = ElementType::kI8;  // an integer of the same width
     switch (element_size(t.dtype)) {
       case 2: bits = ElementType::kI16; break;
       case 4: bits = ElementType::kI32; break;
@@ -176,7 +213,7 @@ std::vector<Value> lower_broadcast_bits(Context& ctx, const std::vector<Value>& 
     const TensorType bt{bits, t.dims};
     Value raw = t.dtype == ElementType::kBool ? b.convert(v, bits) : b.bitcast_convert(v, bt);
     Value r = b.emit("stablehlo.all_reduce", {raw}, bt, replica_groups(n),
-                     combine_region(b, CollectiveCombine::kOr, bits));
+                     combine_region(b, CollectiveCombine::kSum, bits));
     out.push_back(t.dtype == ElementType::kBool ? b.convert(r, ElementType::kBool)
                                                 : b.bitcast_convert(r, t));
   }

@@ -26,8 +26,8 @@ TRANSPORT_ENV = "TORCH_TPU_DIST_TRANSPORT"
 CHECK_ENV = "TORCH_TPU_DIST_CHECK"
 
 _lock = threading.Lock()
-# Gloo process groups made for tpu_dist groups, by group name: they also serve the group's CPU
-# tensors and object collectives (see attach_cpu_backend).
+# Gloo process groups made for tpu_dist groups, by (group name, rank): they also serve the group's
+# CPU tensors and object collectives (see attach_cpu_backend).
 _gloo_of_group: dict = {}
 _hooks_installed = False
 
@@ -141,7 +141,7 @@ def create_backend(dist_opts, backend_opts):
     # A Gloo group for the CPU side (and, for the host transport, the data itself).
     gloo = dist.ProcessGroupGloo(dist.PrefixStore("tpu_dist/gloo/", store), rank, size, timeout)
     with _lock:
-        _gloo_of_group[dist_opts.group_id] = gloo
+        _gloo_of_group[(dist_opts.group_id, rank)] = gloo
 
     if transport == "device":
         token = f"{dist_opts.group_id}/{_get(store, 'tpu_dist/token', timeout).decode()}"
@@ -154,9 +154,11 @@ def attach_cpu_backend(pg, group_name):
     """Gives a group made with ``tpu_dist`` alone a CPU backend (its Gloo group), so CPU tensors
     and object collectives (``all_gather_object``, ``broadcast_object_list``, DCP's metadata)
     run on the host, as with ``"cpu:gloo,tpu:tpu_dist"``."""
+    if not isinstance(pg, dist.ProcessGroup):
+        return
     with _lock:
-        gloo = _gloo_of_group.pop(group_name, None)
-    if gloo is None or not isinstance(pg, dist.ProcessGroup):
+        gloo = _gloo_of_group.pop((group_name, pg.rank()), None)
+    if gloo is None:
         return
     if torch.device("cpu") in pg._device_types:
         return

@@ -10,6 +10,7 @@
 #include "aten/fallback.h"
 #include "device/allocator.h"
 #include "device/current_device.h"
+#include "device/event.h"
 #include "device/generator.h"
 #include "exec/executor.h"
 #include "exec/fused_graph.h"
@@ -138,6 +139,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("_default_generator", [](int i) {
     const at::Generator& g = device::default_generator(static_cast<c10::DeviceIndex>(i));
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(g));
+  });
+  m.def("_event_elapsed_ms", [](int64_t start, int64_t end) {
+    // torch.Event.event_id: the TpuEvent behind a recorded event (0 when not recorded).
+    TORCH_CHECK(start != 0 && end != 0, "Both events must be recorded before calculating elapsed time.");
+    py::gil_scoped_release release;
+    return reinterpret_cast<device::TpuEvent*>(start)->elapsed_ms(*reinterpret_cast<device::TpuEvent*>(end));
   });
   m.def("_fallback_counts", &aten::fallback_counts);
   m.def("_reset_fallback_counts", &aten::reset_fallback_counts);

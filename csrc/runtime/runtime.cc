@@ -132,11 +132,18 @@ WorkTracker& Runtime::tracker(int device) {
 void check_device_index(int index) {
   const int n = Runtime::get().device_count();
   if (index < 0 || index >= n) {
+    std::string fix =
+        "Fix: use a valid index (the XLA CPU plugin's device count is set by "
+        "TORCH_TPU_CPU_DEVICE_COUNT before torch_tpu is first used)";
+    if (env("LOCAL_RANK") != nullptr && n == 1) {
+      fix = "Fix: each process of this launch owns one tpu device: call "
+            "torch.tpu.set_device(LOCAL_RANK) (it selects that device) and use device 'tpu' "
+            "(or torch.tpu.current_device()) instead of 'tpu:<LOCAL_RANK>'";
+    }
     throw std::out_of_range("tpu device index " + std::to_string(index) +
                             " is out of range: this process has " + std::to_string(n) +
-                            " tpu device(s), valid indices are 0.." + std::to_string(n - 1) +
-                            ". Fix: use a valid index (the XLA CPU plugin's device count is set "
-                            "by TORCH_TPU_CPU_DEVICE_COUNT before torch_tpu is first used)");
+                            " tpu device(s), valid indices are 0.." + std::to_string(n - 1) + ". " +
+                            fix);
   }
 }
 

@@ -162,7 +162,11 @@ def attach_cpu_backend(pg, group_name):
         return
     if torch.device("cpu") in pg._device_types:
         return
+    desc = pg.group_desc
     pg._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, gloo)
+    # The group's name and description live on its backends: give them to the new one too.
+    pg._set_group_name(group_name)
+    pg._set_group_desc(desc)
 
 
 def _wrap_group_creation():

@@ -1,5 +1,7 @@
 """Device selection and properties of torch.tpu."""
 
+import os
+
 import torch
 
 from .. import _C
@@ -46,9 +48,21 @@ def current_device():
     return _C._get_device()
 
 
+def _local_rank_device(idx):
+    """The device index `idx` stands for in this process. Under a launcher (torchrun sets
+    LOCAL_RANK) a process may own a single tpu device - the XLA CPU plugin's default, or an
+    accelerator made visible to this process alone - and code written for CUDA calls
+    ``set_device(LOCAL_RANK)``: that index then selects the process's device 0."""
+    local_rank = os.environ.get("LOCAL_RANK")
+    if idx >= 0 and local_rank is not None and idx == int(local_rank) and device_count() == 1:
+        return 0
+    return idx
+
+
 def set_device(device):
-    """Selects the current tpu device for this thread."""
-    idx = _get_device_index(device)
+    """Selects the current tpu device for this thread (``set_device(LOCAL_RANK)`` selects the
+    process's only device when it has one)."""
+    idx = _local_rank_device(_get_device_index(device))
     if idx >= 0:
         _C._set_device(idx)
 

@@ -7,6 +7,7 @@ elapsed_time()."""
 
 import torch
 
+from .. import _C
 from ._device import _get_device_index
 
 
@@ -21,44 +22,29 @@ class Stream(torch.Stream):
         return super().__new__(cls, device=_tpu_device(device), priority=priority, **kwargs)
 
 
-class Event:
-    """A tpu event: wraps a torch.Event on a tpu device (torch.Event's methods check the exact
-    type of the other event, so this forwards instead of subclassing)."""
+class Event(torch.Event):
+    """A tpu event: a ``torch.Event`` on a tpu device (FSDP2 and ``torch.Stream.wait_event``
+    need a real one). Recording captures the device's outstanding work; ``elapsed_time``
+    reports host-observed completion times."""
 
-    def __init__(self, enable_timing=False, blocking=False, interprocess=False, device=None):
-        self._event = torch.Event(
+    def __new__(cls, enable_timing=False, blocking=False, interprocess=False, device=None):
+        return super().__new__(
+            cls,
             device=_tpu_device(device),
             enable_timing=enable_timing,
             blocking=blocking,
             interprocess=interprocess,
         )
 
-    @property
-    def device(self):
-        return self._event.device
-
-    def record(self, stream=None):
-        if stream is None:
-            self._event.record()
-        else:
-            self._event.record(stream)
-
-    def wait(self, stream=None):
-        if stream is None:
-            self._event.wait()
-        else:
-            self._event.wait(stream)
-
-    def query(self):
-        return self._event.query()
-
-    def synchronize(self):
-        self._event.synchronize()
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False, device=None):
+        pass
 
     def elapsed_time(self, end_event):
         """Milliseconds between this event and `end_event` (host-observed completion times)."""
-        other = end_event._event if isinstance(end_event, Event) else end_event
-        return self._event.elapsed_time(other)
+        # torch.Event.elapsed_time accepts only the exact base type as `end_event`.
+        if not isinstance(end_event, torch.Event):
+            raise TypeError(f"expected a torch.Event, got {type(end_event).__name__}")
+        return _C._event_elapsed_ms(self.event_id, end_event.event_id)
 
     def __repr__(self):
         return f"torch.tpu.Event(device={self.device})"

@@ -2,6 +2,7 @@
 
     python examples/train_llama.py [--steps N] [--device tpu|cpu] [--mode strict|fused|debug] [--compile]
                                    [--amp] [--check-cpu N]
+    torchrun --standalone --nproc_per_node=2 examples/train_llama.py --ddp    # or --fsdp
 
 The corpus is synthetic but learnable: byte sequences made of short words drawn from a fixed
 vocabulary with a fixed grammar (each word is usually followed by one of a few others), so the
@@ -9,6 +10,9 @@ loss falls well below the uniform-guess level of ln(256) = 5.55 within a few hun
 Prints the loss as it falls, steps/s and tokens/s after warm-up, the number of compiled
 executables and CPU fallbacks. --check-cpu also runs the first steps on the CPU from the same
 initial weights and reports how far the two loss curves are apart.
+
+--ddp / --fsdp (under torchrun) train data-parallel over the `tpu_dist` backend: every rank takes
+its slice of each global batch, so the loss curve is the single-process one on the same batches.
 """
 
 import argparse
@@ -18,6 +22,7 @@ import sys
 import time
 
 import torch
+import torch.distributed as dist
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -47,12 +52,34 @@ def batches(corpus, batch, seq, generator):
         yield rows[:, :-1], rows[:, 1:]
 
 
+def distributed(args):
+    return args.ddp or args.fsdp
+
+
+def wrap_parallel(model, args):
+    """DDP, or FSDP2 with one unit per block (parameters sharded across the ranks)."""
+    if args.ddp:
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model)
+    from torch.distributed.fsdp import fully_shard
+
+    for block in model.layers:
+        fully_shard(block)
+    fully_shard(model)
+    return model
+
+
 def train(device, args, init_state, steps, log=True):
     cfg = LlamaConfig(vocab_size=256, dim=args.dim, n_layers=args.layers, n_heads=4, n_kv_heads=2,
                       hidden_dim=args.dim * 4, max_seq_len=args.seq)
     model = Llama(cfg)
     model.load_state_dict(init_state)
     model.to(device)
+    rank, world = (dist.get_rank(), dist.get_world_size()) if distributed(args) else (0, 1)
+    log = log and rank == 0
+    if distributed(args):
+        model = wrap_parallel(model, args)
     compiled = args.compile and device.type == "tpu"
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, capturable=compiled)
 
@@ -68,8 +95,10 @@ def train(device, args, init_state, steps, log=True):
     data = batches(make_corpus(200_000), args.batch, args.seq, torch.Generator().manual_seed(1))
     losses, timed_from, timed_steps = [], None, 0
     start = time.perf_counter()
+    per_rank = args.batch // world
     for step in range(steps):
         x, y = next(data)
+        x, y = x[rank * per_rank:(rank + 1) * per_rank], y[rank * per_rank:(rank + 1) * per_rank]
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         opt.zero_grad(set_to_none=True)
         loss = train_step(x, y)
@@ -78,7 +107,10 @@ def train(device, args, init_state, steps, log=True):
             timed_from = time.perf_counter()
         elif step > args.warmup:
             timed_steps += 1
-        if log and (step % args.log_every == 0 or step == steps - 1):
+        logged = step % args.log_every == 0 or step == steps - 1
+        if distributed(args) and logged:
+            dist.all_reduce(loss, op=dist.ReduceOp.AVG)  # the global batch's loss
+        if log and logged:
             losses.append((step, loss.item()))
             print(f"step {step:4d}  loss {losses[-1][1]:.4f}", flush=True)
         elif not log:
@@ -108,9 +140,24 @@ def main():
                         help='compile the training step with torch.compile(backend="tpu")')
     parser.add_argument("--check-cpu", type=int, default=0, metavar="STEPS",
                         help="also train STEPS steps on the CPU and compare the loss curves")
+    parallel = parser.add_mutually_exclusive_group()
+    parallel.add_argument("--ddp", action="store_true", help="DistributedDataParallel (run under torchrun)")
+    parallel.add_argument("--fsdp", action="store_true", help="FSDP2, one unit per block (run under torchrun)")
     args = parser.parse_args()
 
     device = torch.device(args.device)
+    if distributed(args):
+        if device.type != "tpu" or "LOCAL_RANK" not in os.environ:
+            sys.exit("--ddp/--fsdp train on tpu under a launcher: torchrun --standalone "
+                     "--nproc_per_node=2 examples/train_llama.py --ddp")
+        torch.tpu.set_device(int(os.environ["LOCAL_RANK"]))
+        dist.init_process_group("tpu_dist")
+        if args.batch % dist.get_world_size():
+            sys.exit(f"--batch {args.batch} does not split over {dist.get_world_size()} ranks")
+        if args.check_cpu:
+            sys.exit("--check-cpu compares single-process runs; drop it with --ddp/--fsdp")
+    lead = not distributed(args) or dist.get_rank() == 0  # the rank that reports
+    say = print if lead else (lambda *a, **k: None)
     if device.type == "tpu":
         torch_tpu.execution_mode.set_mode(args.mode)
     torch.manual_seed(0)
@@ -119,13 +166,21 @@ def main():
     init_state = {k: v.clone() for k, v in Llama(cfg).state_dict().items()}
     params = sum(v.numel() for v in init_state.values())
     name = torch.tpu.get_device_name() if device.type == "tpu" else "host"
-    print(f"device: {device} ({name}); Llama {args.layers} layers, dim {args.dim}, {params / 1e6:.2f}M parameters; "
+    say(f"device: {device} ({name}); Llama {args.layers} layers, dim {args.dim}, {params / 1e6:.2f}M parameters; "
           f"batch {args.batch} x {args.seq} tokens; AdamW{'; bf16 autocast' if args.amp else ''}"
           f"{'; ' + args.mode + ' eager' if device.type == 'tpu' and not args.compile else ''}"
           f"{'; torch.compile(backend=tpu)' if device.type == 'tpu' and args.compile else ''}")
-    print(f"uniform-guess loss: {math.log(256):.3f}")
+    say(f"uniform-guess loss: {math.log(256):.3f}")
+    if distributed(args):
+        say(f"{'DDP' if args.ddp else 'FSDP2'} over {dist.get_world_size()} ranks "
+              f"(tpu_dist, {torch_tpu.distributed.transport_of()} transport): "
+              f"{args.batch // dist.get_world_size()} sequences per rank")
 
     losses, rate, seconds = train(device, args, init_state, args.steps)
+    if distributed(args):
+        dist.destroy_process_group()
+    if not lead:
+        return
     print(f"trained {args.steps} steps in {seconds:.1f}s: {rate:.2f} steps/s, "
           f"{rate * args.batch * args.seq:.0f} tokens/s after warm-up")
     if device.type == "tpu":

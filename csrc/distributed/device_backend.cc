@@ -60,15 +60,14 @@ DeviceBackend::DeviceBackend(int rank, int size, std::chrono::milliseconds timeo
 
 DeviceBackend::~DeviceBackend() { shutdown(); }
 
-void DeviceBackend::shutdown() {
-  group_->rendezvous().abandon(getRank(), "left the group (destroy_process_group or shutdown)");
-  for (auto& [key, g] : pairs_) g->rendezvous().abandon(g->rank(), "left the group");
+void DeviceBackend::abandon(const std::string& why) {
+  group_->rendezvous().abandon(getRank(), why);
+  for (auto& [key, g] : pairs_) g->rendezvous().abandon(g->rank(), why);
 }
 
-void DeviceBackend::abort() {
-  group_->rendezvous().abandon(getRank(), "aborted its communicator");
-  for (auto& [key, g] : pairs_) g->rendezvous().abandon(g->rank(), "aborted its communicator");
-}
+void DeviceBackend::shutdown() { abandon("left the group (destroy_process_group or shutdown)"); }
+
+void DeviceBackend::abort() { abandon("aborted its communicator"); }
 
 void DeviceBackend::check_device(c10::Device d, const char* what) const {
   TORCH_CHECK(d.index() == device_, where(what), ": the tensors are on ", d, " but this rank's group "

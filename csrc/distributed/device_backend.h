@@ -81,6 +81,9 @@ class DeviceBackend : public TpuBackend {
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
   void shutdown() override;
   void abort() override;
+  // This rank will not take part any more: every waiting and later collective of its groups fails
+  // at once on the other ranks, with `why` (e.g. "raised ValueError: ...") in their error.
+  void abandon(const std::string& why);
 
  private:
   // The devices one collective program runs on, launching this rank's part between the meets.

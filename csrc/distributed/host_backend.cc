@@ -38,6 +38,10 @@ std::string describe_signature(const std::vector<int64_t>& s) {
   return o.str();
 }
 
+struct Mismatch : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // "" when the ranks' signatures agree; else what differs, naming the ranks.
 std::string signature_mismatch(const std::vector<std::vector<int64_t>>& all, int me) {
   const size_t n = all.size();
@@ -196,22 +200,35 @@ void HostBackend::State::issue_loop() {
     }
     try {
       exec::StrictScope strict;
+      // The signature exchange goes first (it needs no data, so its round trip overlaps the wait
+      // for the device), and the data only once every rank agrees: Gloo aborts the process when
+      // a peer's message has an unexpected size.
+      c10::intrusive_ptr<c10d::Work> check;
+      std::vector<std::vector<at::Tensor>> check_out(1);
+      if (!job->signature.empty()) {
+        at::Tensor mine = at::tensor(job->signature, at::kLong);
+        for (int r = 0; r < size; ++r) check_out[0].push_back(at::empty_like(mine));
+        std::vector<at::Tensor> in{mine};
+        check = gloo->allgather(check_out, in);
+      }
       const auto start = std::chrono::steady_clock::now();
       // The wait for the device happens here, not in the caller.
       for (const auto& t : job->device_inputs) job->host.push_back(t.cpu());
       const double to_host = seconds_since(start);
       const auto gloo_start = std::chrono::steady_clock::now();
-      if (!job->signature.empty()) {
-        at::Tensor mine = at::tensor(job->signature, at::kLong);
-        job->check_out.resize(1);
-        for (int r = 0; r < size; ++r) job->check_out[0].push_back(at::empty_like(mine));
-        std::vector<at::Tensor> in{mine};
-        job->check_work = gloo->allgather(job->check_out, in);
+      if (check) {
+        check->wait();
+        std::vector<std::vector<int64_t>> all;
+        for (const at::Tensor& t : check_out[0]) all.emplace_back(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+        const std::string mismatch = signature_mismatch(all, rank);
+        if (!mismatch.empty()) throw Mismatch(std::string("tpu_dist ") + job->what + " " + prefix + ": " + mismatch);
       }
       job->gloo_works = job->issue(*gloo, *job);
       std::lock_guard<std::mutex> lock(mu);
       timings.to_host += to_host;
       timings.gloo += seconds_since(gloo_start);
+    } catch (const Mismatch& e) {
+      job->mismatch = e.what();
     } catch (const std::exception& e) {
       job->error = e.what();
     }
@@ -238,25 +255,16 @@ void HostBackend::State::complete_loop() {
 }
 
 void HostBackend::State::complete(Job& job) {
+  if (!job.mismatch.empty()) {
+    job.work->fail(job.mismatch);  // no rank sent any data: the group stays usable
+    return;
+  }
   if (!job.error.empty()) {
     job.work->fail(failure(job, job.error));
     return;
   }
   try {
     const auto start = std::chrono::steady_clock::now();
-    if (job.check_work) {
-      job.check_work->wait();
-      std::vector<std::vector<int64_t>> all;
-      for (const at::Tensor& t : job.check_out[0]) {
-        all.emplace_back(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
-      }
-      const std::string mismatch = signature_mismatch(all, rank);
-      if (!mismatch.empty()) {
-        // The data exchange may never finish; it is abandoned (the group is unusable now).
-        job.work->fail(std::string("tpu_dist ") + job.what + " " + prefix + ": " + mismatch);
-        return;
-      }
-    }
     for (auto& w : job.gloo_works) w->wait();
     const double gloo_seconds = seconds_since(start);
     const auto back = std::chrono::steady_clock::now();

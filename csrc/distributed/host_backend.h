@@ -10,10 +10,12 @@
 // and PREMUL_SUM: they are a SUM with the division or the factor applied on the host.
 //
 // Before each collective (point-to-point excepted) the ranks all-gather a short signature of it
-// (kind, dtype, sizes, root, operation) alongside the data, so a size or dtype mismatch is a
-// clear error on every rank instead of a wrong result or a hang (TORCH_TPU_DIST_CHECK=0 turns it
-// off). A failed collective names the ranks that are gone (peers on this host whose process
-// ended, or that reported an error through the store).
+// (kind, dtype, sizes, root, operation) and send the data only if they agree, so a size or dtype
+// mismatch is a clear error on every rank - and the group stays usable - instead of a wrong result,
+// a hang or Gloo aborting the process (TORCH_TPU_DIST_CHECK=0 turns it off). The exchange is issued
+// before the wait for the device, so its round trip mostly overlaps it. A failed collective names
+// the ranks that are gone (peers on this host whose process ended, or that reported an error
+// through the store).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -107,8 +109,7 @@ class HostBackend : public TpuBackend {
     c10::intrusive_ptr<TpuWork> work;
     // Filled by the issue thread.
     std::vector<c10::intrusive_ptr<c10d::Work>> gloo_works;
-    c10::intrusive_ptr<c10d::Work> check_work;
-    std::vector<std::vector<at::Tensor>> check_out;
+    std::string mismatch;  // the ranks disagree on the collective (nothing was sent)
     std::string error;
   };
   struct State;

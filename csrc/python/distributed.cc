@@ -41,6 +41,9 @@ void bind_distributed(py::module_& m) {
     auto* b = dynamic_cast<distributed::TpuBackend*>(backend);
     return b == nullptr ? "" : b->transport();
   });
+  m.def("_dist_abandon", [](c10d::Backend* backend, const std::string& why) {
+    if (auto* b = dynamic_cast<distributed::DeviceBackend*>(backend)) b->abandon(why);
+  });
   m.def("_dist_host_timings", [](c10d::Backend* backend) {
     auto* b = dynamic_cast<distributed::HostBackend*>(backend);
     TORCH_CHECK(b != nullptr, "not a tpu_dist host-transport backend");

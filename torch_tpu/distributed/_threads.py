@@ -61,6 +61,17 @@ class _ThreadWorlds:
         setattr(self._world(), name, value)
 
 
+def _abandon_groups(why):
+    """This thread's rank leaves every tpu_dist group it is in, telling the others why."""
+    from .. import _C
+
+    for pg in list(c10d._world.pg_map):
+        try:
+            _C._dist_abandon(pg._get_backend(torch.device("tpu")), why)
+        except RuntimeError:
+            pass  # a group without a tpu backend
+
+
 def run_in_threads(fn, world_size, args=(), timeout=60.0, backend="tpu_dist"):
     """Runs ``fn(rank, world_size, *args)`` on ``world_size`` threads, rank r on ``tpu:r`` in a
     ``backend`` process group of its own; returns their results in rank order. A rank that raises
@@ -91,6 +102,10 @@ def run_in_threads(fn, world_size, args=(), timeout=60.0, backend="tpu_dist"):
             )
             try:
                 results[rank] = fn(rank, world_size, *args)
+            except BaseException as e:
+                # The other ranks must not wait for this one: their collectives fail at once.
+                _abandon_groups(f"raised {type(e).__name__}: {e}")
+                raise
             finally:
                 dist.destroy_process_group()
         except BaseException as e:  # noqa: BLE001 - reported to the caller with the rank

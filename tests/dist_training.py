@@ -4,6 +4,7 @@ training on its slice; and the single-process run on the global batch to compare
 
 import os
 import sys
+import threading
 
 import torch
 
@@ -17,9 +18,18 @@ SEQ = 12
 LR = 0.05
 
 
+_init_lock = threading.Lock()
+_init_cache = {}
+
+
 def initial_state(config=CONFIG):
-    torch.manual_seed(0)
-    return {k: v.clone() for k, v in Llama(config).state_dict().items()}
+    """The model's initial weights (drawn once: module init uses the global RNG, which ranks
+    that are threads of one process would otherwise draw from concurrently)."""
+    with _init_lock:
+        if repr(config) not in _init_cache:
+            torch.manual_seed(0)
+            _init_cache[repr(config)] = Llama(config).state_dict()
+        return {k: v.clone() for k, v in _init_cache[repr(config)].items()}
 
 
 def global_batches(steps, config=CONFIG, batch=GLOBAL_BATCH, seq=SEQ):

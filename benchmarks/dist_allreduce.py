@@ -37,7 +37,7 @@ SIZES = [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 <
 
 
 def _iters(size):
-    return max(3, min(40, (8 << 20) // size))
+    return max(4, min(100, (32 << 20) // size))
 
 
 def _sync(t):
@@ -104,7 +104,7 @@ def _label(size):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--max-mb", type=int, default=64)
     args = parser.parse_args()
     sizes = [s for s in SIZES if s <= args.max_mb << 20]

@@ -5,6 +5,7 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include "aten/host_transfer.h"
 #include "aten/op_runner.h"
 #include "aten/tensor_access.h"
 #include "exec/fused_graph.h"
@@ -118,6 +119,25 @@ void device_to_device(const at::Tensor& src, const at::Tensor& dst) {
   write_buffer(std::move(moved), hlo::TensorType{element_type(src.scalar_type()), dims_of(src)}, dst,
                "device-to-device copy");
 }
+
+}  // namespace
+
+std::shared_ptr<pjrt::Event> write_adopting_host_memory(const at::Tensor& host, const at::Tensor& dst) {
+  if (dst.numel() == 0) return nullptr;
+  if (!host.is_cpu() || !host.is_contiguous() || host.scalar_type() != dst.scalar_type() ||
+      host.storage_offset() != 0 || !dst.is_privateuseone()) {
+    dst.copy_(host);
+    return nullptr;
+  }
+  const hlo::TensorType type{element_type(host.scalar_type()), dims_of(host)};
+  auto transfer = runtime::Runtime::get().client().buffer_from_host(
+      host.data_ptr(), type.dtype, type.dims, tpu_index(dst), pjrt::HostBufferSemantics::kZeroCopy);
+  write_buffer(std::shared_ptr<pjrt::Buffer>(std::move(transfer.buffer)), type, dst,
+               "host-to-device copy (tpu_dist)");
+  return std::shared_ptr<pjrt::Event>(std::move(transfer.done_with_host));
+}
+
+namespace {
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: undefined tensor");

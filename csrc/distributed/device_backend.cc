@@ -116,7 +116,13 @@ void note_collective(int device, const pjrt::Buffer& output) {
 void DeviceBackend::Group::launch(runtime::Launch launch) const {
   await_previous_collective(launch.device);
   // Everyone has built (and compiled) its part and agrees on what runs: launch together.
-  check_same(owner_.meet(*this, round, signature, what), owner_.where(what));
+  try {
+    check_same(owner_.meet(*this, round, signature, what), owner_.where(what));
+  } catch (const std::exception& e) {
+    // Nothing was launched: the outputs (promised already) carry the error to their readers.
+    for (size_t i = launch.num_args; i < launch.buffers.size(); ++i) launch.buffers[i]->fail(e.what());
+    throw;
+  }
   const std::shared_ptr<pjrt::Buffer> output = launch.buffers.back();  // launch_now hands them on
   const int device = launch.device;
   runtime::launch_now(launch);
@@ -161,6 +167,20 @@ std::vector<at::Tensor> run_program(const exec::ReplicaGroup& group, const char*
   return r.run(num_outputs);
 }
 
+// The same with every output written back into its input (all dense buffers of their own): the
+// program aliases each input to its output, and XLA reuses a donated input's memory instead of
+// allocating (and page-faulting) a fresh buffer per collective.
+void run_program_in_place(const exec::ReplicaGroup& group, const char* op, const char* label,
+                          const std::vector<at::Tensor>& tensors, int64_t group_size,
+                          const std::function<void(aten::OpRunner&)>& extra) {
+  aten::OpRunner r(op, label);
+  r.over(&group);
+  for (const auto& t : tensors) r.input(t);
+  r.attrs().set_int("group_size", group_size);
+  if (extra) extra(r);
+  r.run_into(tensors);
+}
+
 void set_reduction(aten::OpRunner& r, const Reduction& red) {
   r.attrs().set_int("combine", static_cast<int64_t>(red.combine));
   r.attrs().set_bool("mean", red.mean);
@@ -181,9 +201,11 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::allreduce(std::vector<at::Tensor>&
     std::vector<at::Tensor> in;
     for (const auto& t : tensors) in.push_back(dense(t));
     group_->round = kMeetsPerCollective * seq_++;
-    auto out = run_program(*group_, "all_reduce", "c10d::allreduce_", in, in.size(), getSize(),
-                           [&](aten::OpRunner& r) { set_reduction(r, red); });
-    for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(out[i]);
+    run_program_in_place(*group_, "all_reduce", "c10d::allreduce_", in, getSize(),
+                         [&](aten::OpRunner& r) { set_reduction(r, red); });
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (!in[i].is_same(tensors[i])) tensors[i].copy_(in[i]);
+    }
   });
 }
 
@@ -206,9 +228,9 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::broadcast(std::vector<at::Tensor>&
     std::vector<at::Tensor> in;
     for (const auto& t : tensors) in.push_back(getRank() == root ? dense(t) : at::zeros_like(t, at::MemoryFormat::Contiguous));
     group_->round = kMeetsPerCollective * seq_++;
-    auto out = run_program(*group_, "broadcast_bits", "c10d::broadcast_", in, in.size(), getSize(), nullptr);
-    if (getRank() != root) {
-      for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(out[i]);
+    run_program_in_place(*group_, "broadcast_bits", "c10d::broadcast_", in, getSize(), nullptr);
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (!in[i].is_same(tensors[i])) tensors[i].copy_(in[i]);
     }
   });
 }

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "distributed/host_staging.h"
 #include "distributed/peer_status.h"
 #include "exec/execution_mode.h"
 #include "runtime/pending_work.h"
@@ -79,9 +80,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-at::Tensor host_like(const at::Tensor& t) {
-  return at::empty(t.sizes(), t.options().device(at::kCPU));
-}
+at::Tensor host_like(const at::Tensor& t) { return HostStaging::get().empty(t.sizes(), t.scalar_type()); }
 
 std::vector<at::Tensor> hosts_like(const std::vector<at::Tensor>& ts) {
   std::vector<at::Tensor> out;
@@ -213,7 +212,7 @@ void HostBackend::State::issue_loop() {
       }
       const auto start = std::chrono::steady_clock::now();
       // The wait for the device happens here, not in the caller.
-      for (const auto& t : job->device_inputs) job->host.push_back(t.cpu());
+      for (const auto& t : job->device_inputs) job->host.push_back(HostStaging::get().copy_of(t));
       const double to_host = seconds_since(start);
       const auto gloo_start = std::chrono::steady_clock::now();
       if (check) {
@@ -311,7 +310,7 @@ void divide_if_mean(const Reduction& red, std::vector<at::Tensor>& host, int siz
 }
 
 void copy_back(const std::vector<at::Tensor>& device, const std::vector<at::Tensor>& host) {
-  for (size_t i = 0; i < device.size(); ++i) device[i].copy_(host[i]);
+  for (size_t i = 0; i < device.size(); ++i) HostStaging::get().write(device[i], host[i]);
 }
 
 std::vector<at::Tensor> snapshots(const std::vector<at::Tensor>& ts) {
@@ -552,7 +551,7 @@ c10::intrusive_ptr<c10d::Work> HostBackend::alltoall_base(at::Tensor& output, at
     std::vector<int64_t> o = output_splits, i = input_splits;
     return Works{gloo.alltoall_base(*host_out, j.host[0], o, i, opts)};
   };
-  job->finish = [output, host_out](Job&) { output.copy_(*host_out); };
+  job->finish = [output, host_out](Job&) { HostStaging::get().write(output, *host_out); };
   return submit(what, c10d::OpType::ALLTOALL_BASE, {output}, std::move(job));
 }
 
@@ -579,7 +578,7 @@ c10::intrusive_ptr<c10d::Work> HostBackend::alltoall(std::vector<at::Tensor>& ou
     out_counts.push_back(t.numel());
     out_total += t.numel();
   }
-  auto host_out = std::make_shared<at::Tensor>(at::empty({out_total}, outputs[0].options().device(at::kCPU)));
+  auto host_out = std::make_shared<at::Tensor>(HostStaging::get().empty({out_total}, outputs[0].scalar_type()));
   job->issue = [opts, host_out, in_counts, out_counts](c10d::Backend& gloo, Job& j) {
     std::vector<at::Tensor> flat;
     for (const auto& h : j.host) flat.push_back(h.reshape({-1}));
@@ -590,7 +589,7 @@ c10::intrusive_ptr<c10d::Work> HostBackend::alltoall(std::vector<at::Tensor>& ou
   job->finish = [outputs, host_out, out_counts](Job&) {
     int64_t at = 0;
     for (size_t i = 0; i < outputs.size(); ++i) {
-      outputs[i].copy_(host_out->narrow(0, at, out_counts[i]).view(outputs[i].sizes()));
+      HostStaging::get().write(outputs[i], host_out->narrow(0, at, out_counts[i]).view(outputs[i].sizes()));
       at += out_counts[i];
     }
   };

@@ -129,9 +129,17 @@ Client::HostTransfer Client::buffer_from_host(const void* data, ElementType type
   args.type = to_pjrt(type);
   args.dims = dims.data();
   args.num_dims = dims.size();
-  args.host_buffer_semantics = semantics == HostBufferSemantics::kCopyDuringCall
-                                   ? PJRT_HostBufferSemantics_kImmutableOnlyDuringCall
-                                   : PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
+  switch (semantics) {
+    case HostBufferSemantics::kCopyDuringCall:
+      args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+      break;
+    case HostBufferSemantics::kKeepUntilTransferred:
+      args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
+      break;
+    case HostBufferSemantics::kZeroCopy:
+      args.host_buffer_semantics = PJRT_HostBufferSemantics_kMutableZeroCopy;
+      break;
+  }
   args.device = devices_.at(device_index).raw;
   check(api(), api()->PJRT_Client_BufferFromHostBuffer(&args), "host-to-device transfer");
   HostTransfer out;

@@ -48,6 +48,10 @@ struct MemoryStats {
 enum class HostBufferSemantics {
   kCopyDuringCall,       // the call copies the bytes; the caller may reuse them at once
   kKeepUntilTransferred, // the caller keeps the bytes alive until done_with_host fires
+  // The buffer may be the host memory itself (the XLA CPU plugin), which the runtime may also
+  // reuse for outputs; the caller keeps it alive and leaves it alone until done_with_host fires
+  // (when the buffer is freed; on other plugins, when the transfer is done).
+  kZeroCopy,
 };
 
 class Client {

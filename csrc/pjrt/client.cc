@@ -6,7 +6,8 @@
 namespace tpu::pjrt {
 
 std::unique_ptr<Client> Client::create(std::shared_ptr<Plugin> plugin,
-                                       const std::vector<NamedOption>& options) {
+                                       const std::vector<NamedOption>& options,
+                                       std::shared_ptr<KeyValueStore> kv) {
   const PJRT_Api* api = plugin->api();
   std::vector<PJRT_NamedValue> values(options.size());
   for (size_t i = 0; i < options.size(); ++i) {
@@ -32,10 +33,12 @@ std::unique_ptr<Client> Client::create(std::shared_ptr<Plugin> plugin,
   args.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
   args.create_options = values.data();
   args.num_options = values.size();
+  connect_key_value_store(args, kv.get());
   check(api, api->PJRT_Client_Create(&args), "PJRT_Client_Create");
 
   std::unique_ptr<Client> client(new Client());
   client->plugin_ = std::move(plugin);
+  client->kv_ = std::move(kv);
   client->client_ = args.client;
 
   PJRT_Client_PlatformName_Args name{};

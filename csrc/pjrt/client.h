@@ -13,6 +13,7 @@
 #include "pjrt/c_api.h"
 #include "pjrt/event.h"
 #include "pjrt/executable.h"
+#include "pjrt/key_value_store.h"
 #include "pjrt/plugin.h"
 
 namespace tpu::pjrt {
@@ -56,8 +57,10 @@ enum class HostBufferSemantics {
 
 class Client {
  public:
+  // `kv`: the store of a multi-process run (see key_value_store.h); kept alive by the client.
   static std::unique_ptr<Client> create(std::shared_ptr<Plugin> plugin,
-                                        const std::vector<NamedOption>& options);
+                                        const std::vector<NamedOption>& options,
+                                        std::shared_ptr<KeyValueStore> kv = nullptr);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -88,6 +91,7 @@ class Client {
  private:
   Client() = default;
   std::shared_ptr<Plugin> plugin_;
+  std::shared_ptr<KeyValueStore> kv_;
   PJRT_Client* client_ = nullptr;
   std::string platform_name_;
   std::string platform_version_;

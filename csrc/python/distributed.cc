@@ -5,6 +5,7 @@
 
 #include "distributed/device_backend.h"
 #include "distributed/host_backend.h"
+#include "distributed/store_key_value.h"
 #include "runtime/runtime.h"
 
 namespace py = pybind11;
@@ -56,6 +57,10 @@ void bind_distributed(py::module_& m) {
     return d;
   });
   m.def("_device_global_id", [](int index) { return runtime::Runtime::get().device(index).id; });
+  m.def("_plugin_spans_processes", &runtime::Runtime::configured_plugin_spans_processes);
+  m.def("_dist_join_processes", [](const c10::intrusive_ptr<c10d::Store>& store, int node_id, int num_nodes) {
+    runtime::Runtime::join_processes(node_id, num_nodes, std::make_shared<distributed::StoreKeyValue>(store));
+  });
 }
 
 }  // namespace tpu::python

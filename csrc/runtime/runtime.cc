@@ -18,6 +18,15 @@ std::string& default_path() {
   static std::string p;
   return p;
 }
+struct Processes {
+  int node_id = 0;
+  int num_nodes = 1;
+  std::shared_ptr<pjrt::KeyValueStore> store;
+};
+Processes& processes() {
+  static Processes p;
+  return p;
+}
 
 const char* env(const char* name) {
   const char* v = std::getenv(name);
@@ -60,6 +69,19 @@ std::string Runtime::configured_plugin_path() {
   return default_plugin_path();
 }
 
+bool Runtime::configured_plugin_spans_processes() { return !is_xla_cpu_plugin(configured_plugin_path()); }
+
+void Runtime::join_processes(int node_id, int num_nodes, std::shared_ptr<pjrt::KeyValueStore> store) {
+  std::lock_guard<std::mutex> lock(init_mutex());
+  if (g_runtime != nullptr) {
+    throw std::logic_error(
+        "torch_tpu: the tpu runtime was created before the process group, so its plugin cannot "
+        "join the other processes. Fix: call torch.distributed.init_process_group before the "
+        "first use of a tpu device");
+  }
+  processes() = Processes{node_id, num_nodes, std::move(store)};
+}
+
 Runtime& Runtime::get() {
   if (g_runtime != nullptr) return *g_runtime;
   std::lock_guard<std::mutex> lock(init_mutex());
@@ -80,13 +102,19 @@ Runtime& Runtime::get() {
     }
     std::shared_ptr<pjrt::Plugin> plugin = pjrt::Plugin::load(path);
     std::vector<pjrt::NamedOption> options;
+    std::shared_ptr<pjrt::KeyValueStore> kv;
     if (is_xla_cpu_plugin(path)) {
       options.push_back(pjrt::NamedOption::int64("cpu_device_count", cpu_device_count()));
       options.push_back(pjrt::NamedOption::boolean("asynchronous", true));
+    } else if (processes().num_nodes > 1) {
+      // One client per process, all of them one distributed client (the XLA CUDA plugin's options).
+      options.push_back(pjrt::NamedOption::int64("node_id", processes().node_id));
+      options.push_back(pjrt::NamedOption::int64("num_nodes", processes().num_nodes));
+      kv = processes().store;
     }
     std::unique_ptr<pjrt::Client> client;
     try {
-      client = pjrt::Client::create(plugin, options);
+      client = pjrt::Client::create(plugin, options, kv);
     } catch (const std::exception& e) {
       throw pjrt::PluginError("torch_tpu loaded the PJRT plugin '" + path +
                               "' but could not create its client: " + e.what() +

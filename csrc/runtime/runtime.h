@@ -30,6 +30,13 @@ class Runtime {
   static std::string default_plugin_path();
   // The path that will be (or was) loaded.
   static std::string configured_plugin_path();
+  // Whether the configured plugin runs collectives across processes (every plugin but XLA's CPU
+  // plugin, whose collectives join only the devices of one process).
+  static bool configured_plugin_spans_processes();
+  // A multi-process run: the client will be created as process `node_id` of `num_nodes`, finding
+  // the others through `store` (PJRT's key-value callbacks). Must come before the runtime is
+  // created (throws std::logic_error otherwise); ignored for the XLA CPU plugin.
+  static void join_processes(int node_id, int num_nodes, std::shared_ptr<pjrt::KeyValueStore> store);
 
   const pjrt::Client& client() const { return *client_; }
   int device_count() const { return static_cast<int>(client_->devices().size()); }

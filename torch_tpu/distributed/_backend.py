@@ -113,6 +113,22 @@ def _install_failure_hooks(root_store, global_rank):
     sys.excepthook = report
 
 
+def _join_processes(root_store, rank, world_size):
+    """With a plugin that runs collectives across processes (libtpu, the XLA CUDA plugin), the
+    world group's creation also creates this process's PJRT client as process `rank` of
+    `world_size`, finding its peers through the process group's store. The XLA CPU plugin has no
+    such collectives: its client stays per process."""
+    if not _C._plugin_spans_processes():
+        return
+    if _C._is_initialized():
+        raise RuntimeError(
+            "tpu_dist: the tpu device was used before init_process_group, so its PJRT client "
+            "cannot join the other processes. Fix: call torch.distributed.init_process_group "
+            "before the first use of a tpu device."
+        )
+    _C._dist_join_processes(root_store, rank, world_size)
+
+
 def create_backend(dist_opts, backend_opts):
     """The creator c10d calls for every ``tpu_dist`` group (``register_backend(extended_api=True)``)."""
     store = dist_opts.store
@@ -120,10 +136,12 @@ def create_backend(dist_opts, backend_opts):
     size = dist_opts.group_size
     timeout = dist_opts.timeout
     global_ranks = list(dist_opts.global_ranks_in_group) or list(range(size))
+    root = _root_store(store)
+    if not dist_opts.global_ranks_in_group and size > 1:
+        _join_processes(root, rank, size)
     device = torch.tpu.current_device()
     device_id = _C._device_global_id(device)
 
-    root = _root_store(store)
     try:
         root.set(f"tpu_dist/peer/{global_ranks[rank]}", f"{socket.gethostname()} {os.getpid()}")
     except Exception:

@@ -42,6 +42,19 @@ def local_slice(x, rank, world_size):
     return x[rank * per:(rank + 1) * per]
 
 
+def train_slices(model, rank, world_size, steps, device="tpu", foreach=None):
+    """SGD on this rank's slice of each global batch; returns the local losses."""
+    opt = torch.optim.SGD(model.parameters(), lr=LR, foreach=foreach)
+    losses = []
+    for x, y in global_batches(steps):
+        opt.zero_grad()
+        loss = model(local_slice(x, rank, world_size).to(device), local_slice(y, rank, world_size).to(device))
+        loss.backward()
+        opt.step()
+        losses.append(loss.float().item())
+    return losses
+
+
 def train_single(device, steps, config=CONFIG):
     """The reference: one process, the global batch. Returns (losses, final state on the CPU)."""
     model = Llama(config)

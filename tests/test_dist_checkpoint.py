@@ -8,7 +8,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from dist_harness import run_processes
-from dist_training import CONFIG, LR, global_batches, initial_state, local_slice
+from dist_training import CONFIG, initial_state, train_slices
 
 
 def fsdp_train_and_save(rank, world_size, checkpoint_dir):
@@ -26,11 +26,7 @@ def fsdp_train_and_save(rank, world_size, checkpoint_dir):
         fully_shard(block)
     fully_shard(model)
     set_model_state_dict(model, initial_state(), options=StateDictOptions(full_state_dict=True))
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
-    for x, y in global_batches(2):
-        opt.zero_grad()
-        model(local_slice(x, rank, world_size).to("tpu"), local_slice(y, rank, world_size).to("tpu")).backward()
-        opt.step()
+    train_slices(model, rank, world_size, 2)
     # The sharded state (each rank writes its own shards) ...
     dcp.save({"model": get_model_state_dict(model)}, checkpoint_id=checkpoint_dir)
     # ... and, for the test, the full parameters it stands for.

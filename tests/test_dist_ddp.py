@@ -8,7 +8,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from dist_harness import run_processes, run_threads
-from dist_training import LR, global_batches, initial_state, local_slice, train_single
+from dist_training import initial_state, train_single, train_slices
 
 STEPS = 3
 
@@ -22,15 +22,7 @@ def ddp_train(rank, world_size, mode="strict"):
     model = Llama(CONFIG)
     model.load_state_dict(initial_state())
     model.to("tpu")
-    ddp = DDP(model)  # no device_ids: the module's device
-    opt = torch.optim.SGD(ddp.parameters(), lr=LR)
-    losses = []
-    for x, y in global_batches(STEPS):
-        opt.zero_grad()
-        loss = ddp(local_slice(x, rank, world_size).to("tpu"), local_slice(y, rank, world_size).to("tpu"))
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = train_slices(DDP(model), rank, world_size, STEPS)  # DDP without device_ids
     torch_tpu.execution_mode.set_mode("strict")
     counts = torch_tpu.fallback_counts()
     return losses, {k: v.detach().cpu() for k, v in model.state_dict().items()}, counts

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from dist_harness import run_processes
-from dist_training import CONFIG, LR, global_batches, initial_state, local_slice, train_single
+from dist_training import CONFIG, LR, global_batches, initial_state, train_single, train_slices
 
 
 def redistribute_cases(rank, world_size):
@@ -130,15 +130,8 @@ def fsdp_tp_train(rank, world_size, steps):
         fully_shard(block, mesh=mesh["dp"])
     fully_shard(model, mesh=mesh["dp"])
     set_model_state_dict(model, initial_state(), options=StateDictOptions(full_state_dict=True))
-    opt = torch.optim.SGD(model.parameters(), lr=LR, foreach=False)
-    dp_rank = mesh.get_local_rank("dp")
-    losses = []
-    for x, y in global_batches(steps):
-        opt.zero_grad()
-        loss = model(local_slice(x, dp_rank, 2).to("tpu"), local_slice(y, dp_rank, 2).to("tpu"))
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    # Ranks of one dp index share a batch slice; foreach=False: DTensor and plain parameters.
+    losses = train_slices(model, mesh.get_local_rank("dp"), 2, steps, foreach=False)
     full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     return losses, dict(full)
 

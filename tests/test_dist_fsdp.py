@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from dist_harness import run_processes
-from dist_training import CONFIG, LR, global_batches, initial_state, local_slice, train_single
+from dist_training import CONFIG, initial_state, train_single, train_slices
 
 STEPS = 3
 
@@ -50,14 +50,7 @@ def fsdp_train(rank, world_size, mixed=False):
 
     # The same weights as the reference, loaded from a full state dict.
     set_model_state_dict(model, initial_state(), options=StateDictOptions(full_state_dict=True))
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
-    losses = []
-    for x, y in global_batches(STEPS):
-        opt.zero_grad()
-        loss = model(local_slice(x, rank, world_size).to("tpu"), local_slice(y, rank, world_size).to("tpu"))
-        loss.backward()
-        opt.step()
-        losses.append(loss.float().item())
+    losses = train_slices(model, rank, world_size, STEPS)
     full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     return losses, {k: v.float() for k, v in full.items()}, torch_tpu.fallback_counts()
 

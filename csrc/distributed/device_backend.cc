@@ -209,20 +209,12 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::allreduce(std::vector<at::Tensor>&
   });
 }
 
-c10::intrusive_ptr<c10d::Work> DeviceBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
-                                                                  const c10d::AllreduceCoalescedOptions& opts) {
-  c10d::AllreduceOptions o;
-  o.reduceOp = opts.reduceOp;
-  o.timeout = opts.timeout;
-  return allreduce(tensors, o);
-}
 
 c10::intrusive_ptr<c10d::Work> DeviceBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                         const c10d::BroadcastOptions& opts) {
   const char* what = "broadcast";
   check_device(check_tensors(tensors, what), what);
-  const int root = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(root >= 0 && root < getSize(), where(what), ": root ", root, " is not a rank of the group");
+  const int root = check_root(opts.rootRank, what);
   return collective(*group_, what, c10d::OpType::BROADCAST,
                     "broadcast from " + std::to_string(root) + " " + list(tensors), tensors, [&] {
     std::vector<at::Tensor> in;
@@ -239,8 +231,7 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::reduce(std::vector<at::Tensor>& te
                                                      const c10d::ReduceOptions& opts) {
   const char* what = "reduce";
   check_device(check_tensors(tensors, what), what);
-  const int root = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(root >= 0 && root < getSize(), where(what), ": root ", root, " is not a rank of the group");
+  const int root = check_root(opts.rootRank, what);
   const Reduction red = reduction(opts.reduceOp, tensors[0].scalar_type(), what);
   return collective(*group_, what, c10d::OpType::REDUCE,
                     "reduce " + red.name + " to " + std::to_string(root) + " " + list(tensors), tensors, [&] {
@@ -290,15 +281,9 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::allgather(std::vector<std::vector<
 c10::intrusive_ptr<c10d::Work> DeviceBackend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
   const char* what = "all_gather_into_tensor";
-  TORCH_CHECK(inputs.size() == outputs.size(), where(what), ": one output per input is needed");
   check_device(check_tensors(inputs, what), what);
   check_tensors(outputs, what);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * getSize() &&
-                    outputs[i].scalar_type() == inputs[i].scalar_type(),
-                where(what), ": the output ", describe(outputs[i]), " must hold ", getSize(),
-                " copies of the input ", describe(inputs[i]));
-  }
+  check_gathered(outputs, inputs, what);
   return collective(*group_, what, c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor " + list(inputs),
                     outputs, [&] {
     std::vector<at::Tensor> in;
@@ -309,30 +294,14 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::allgather_into_tensor_coalesced(
   });
 }
 
-c10::intrusive_ptr<c10d::Work> DeviceBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
-                                                              const c10d::AllgatherOptions& opts) {
-  std::vector<at::Tensor> outs{output}, ins{input};
-  return allgather_into_tensor_coalesced(outs, ins, opts);
-}
 
-c10::intrusive_ptr<c10d::Work> DeviceBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
-                                                                  std::vector<at::Tensor>& inputs,
-                                                                  const c10d::AllgatherOptions& opts) {
-  return allgather(outputs, inputs, opts);
-}
 
 c10::intrusive_ptr<c10d::Work> DeviceBackend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
   const char* what = "reduce_scatter_tensor";
-  TORCH_CHECK(inputs.size() == outputs.size(), where(what), ": one output per input is needed");
   check_device(check_tensors(inputs, what), what);
   check_tensors(outputs, what);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * getSize() &&
-                    outputs[i].scalar_type() == inputs[i].scalar_type(),
-                where(what), ": the input ", describe(inputs[i]), " must hold ", getSize(),
-                " parts of the size of the output ", describe(outputs[i]));
-  }
+  check_scattered(outputs, inputs, what);
   const Reduction red = reduction(opts.reduceOp, inputs[0].scalar_type(), what);
   return collective(*group_, what, c10d::OpType::_REDUCE_SCATTER_BASE,
                     "reduce_scatter_tensor " + red.name + " " + list(inputs), outputs, [&] {
@@ -345,11 +314,6 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::reduce_scatter_tensor_coalesced(
   });
 }
 
-c10::intrusive_ptr<c10d::Work> DeviceBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
-                                                                   const c10d::ReduceScatterOptions& opts) {
-  std::vector<at::Tensor> outs{output}, ins{input};
-  return reduce_scatter_tensor_coalesced(outs, ins, opts);
-}
 
 c10::intrusive_ptr<c10d::Work> DeviceBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
                                                              std::vector<std::vector<at::Tensor>>& inputs,

@@ -346,20 +346,12 @@ c10::intrusive_ptr<c10d::Work> HostBackend::allreduce(std::vector<at::Tensor>& t
   return submit(what, c10d::OpType::ALLREDUCE, tensors, std::move(job));
 }
 
-c10::intrusive_ptr<c10d::Work> HostBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
-                                                                const c10d::AllreduceCoalescedOptions& opts) {
-  c10d::AllreduceOptions o;
-  o.reduceOp = opts.reduceOp;
-  o.timeout = opts.timeout;
-  return allreduce(tensors, o);
-}
 
 c10::intrusive_ptr<c10d::Work> HostBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                       const c10d::BroadcastOptions& opts) {
   const char* what = "broadcast";
   check_tensors(tensors, what);
-  const int root = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(root >= 0 && root < getSize(), where(what), ": root ", root, " is not a rank of the group");
+  const int root = check_root(opts.rootRank, what);
   auto job = std::make_unique<Job>();
   job->device_inputs = snapshots(tensors);
   job->signature = signature(what, tensors, {root});
@@ -375,8 +367,7 @@ c10::intrusive_ptr<c10d::Work> HostBackend::reduce(std::vector<at::Tensor>& tens
                                                    const c10d::ReduceOptions& opts) {
   const char* what = "reduce";
   check_tensors(tensors, what);
-  const int root = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(root >= 0 && root < getSize(), where(what), ": root ", root, " is not a rank of the group");
+  const int root = check_root(opts.rootRank, what);
   const Reduction red = reduction(opts.reduceOp, tensors[0].scalar_type(), what);
   auto job = std::make_unique<Job>();
   job->device_inputs = snapshots(tensors);
@@ -417,11 +408,6 @@ c10::intrusive_ptr<c10d::Work> HostBackend::allgather(std::vector<std::vector<at
   return submit(what, c10d::OpType::ALLGATHER, flat, std::move(job));
 }
 
-c10::intrusive_ptr<c10d::Work> HostBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
-                                                                std::vector<at::Tensor>& inputs,
-                                                                const c10d::AllgatherOptions& opts) {
-  return allgather(outputs, inputs, opts);
-}
 
 c10::intrusive_ptr<c10d::Work> HostBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                             std::vector<at::Tensor>& inputs,
@@ -429,13 +415,7 @@ c10::intrusive_ptr<c10d::Work> HostBackend::allgather_into_tensor_coalesced(std:
   const char* what = "all_gather_into_tensor";
   check_tensors(inputs, what);
   check_tensors(outputs, what);
-  TORCH_CHECK(inputs.size() == outputs.size(), where(what), ": one output per input is needed");
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * getSize() &&
-                    outputs[i].scalar_type() == inputs[i].scalar_type(),
-                where(what), ": the output ", describe(outputs[i]), " must hold ", getSize(),
-                " copies of the input ", describe(inputs[i]));
-  }
+  check_gathered(outputs, inputs, what);
   auto job = std::make_unique<Job>();
   job->device_inputs = snapshots(inputs);
   job->signature = signature(what, inputs, {});
@@ -449,11 +429,6 @@ c10::intrusive_ptr<c10d::Work> HostBackend::allgather_into_tensor_coalesced(std:
   return submit(what, c10d::OpType::_ALLGATHER_BASE, outputs, std::move(job));
 }
 
-c10::intrusive_ptr<c10d::Work> HostBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
-                                                            const c10d::AllgatherOptions& opts) {
-  std::vector<at::Tensor> outs{output}, ins{input};
-  return allgather_into_tensor_coalesced(outs, ins, opts);
-}
 
 c10::intrusive_ptr<c10d::Work> HostBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
                                                            std::vector<std::vector<at::Tensor>>& inputs,
@@ -487,13 +462,7 @@ c10::intrusive_ptr<c10d::Work> HostBackend::reduce_scatter_tensor_coalesced(
   const char* what = "reduce_scatter_tensor";
   check_tensors(inputs, what);
   check_tensors(outputs, what);
-  TORCH_CHECK(inputs.size() == outputs.size(), where(what), ": one output per input is needed");
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * getSize() &&
-                    outputs[i].scalar_type() == inputs[i].scalar_type(),
-                where(what), ": the input ", describe(inputs[i]), " must hold ", getSize(),
-                " parts of the size of the output ", describe(outputs[i]));
-  }
+  check_scattered(outputs, inputs, what);
   const Reduction red = reduction(opts.reduceOp, inputs[0].scalar_type(), what);
   auto job = std::make_unique<Job>();
   job->device_inputs = snapshots(inputs);
@@ -518,11 +487,6 @@ c10::intrusive_ptr<c10d::Work> HostBackend::reduce_scatter_tensor_coalesced(
   return submit(what, c10d::OpType::_REDUCE_SCATTER_BASE, outputs, std::move(job));
 }
 
-c10::intrusive_ptr<c10d::Work> HostBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
-                                                                 const c10d::ReduceScatterOptions& opts) {
-  std::vector<at::Tensor> outs{output}, ins{input};
-  return reduce_scatter_tensor_coalesced(outs, ins, opts);
-}
 
 c10::intrusive_ptr<c10d::Work> HostBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                           std::vector<int64_t>& output_splits,

@@ -16,6 +16,59 @@ std::string TpuBackend::where(const char* what) const {
          std::to_string(getSize()) + " (" + transport() + " transport)";
 }
 
+c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                               const c10d::AllreduceCoalescedOptions& opts) {
+  c10d::AllreduceOptions o;
+  o.reduceOp = opts.reduceOp;
+  o.timeout = opts.timeout;
+  return allreduce(tensors, o);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                               std::vector<at::Tensor>& inputs,
+                                                               const c10d::AllgatherOptions& opts) {
+  return allgather(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                           const c10d::AllgatherOptions& opts) {
+  std::vector<at::Tensor> outs{output}, ins{input};
+  return allgather_into_tensor_coalesced(outs, ins, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                const c10d::ReduceScatterOptions& opts) {
+  std::vector<at::Tensor> outs{output}, ins{input};
+  return reduce_scatter_tensor_coalesced(outs, ins, opts);
+}
+
+int TpuBackend::check_root(int64_t root, const char* what) const {
+  TORCH_CHECK(root >= 0 && root < getSize(), where(what), ": root ", root, " is not a rank of the group");
+  return static_cast<int>(root);
+}
+
+void TpuBackend::check_gathered(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                                const char* what) const {
+  TORCH_CHECK(inputs.size() == outputs.size(), where(what), ": one output per input is needed");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * getSize() &&
+                    outputs[i].scalar_type() == inputs[i].scalar_type(),
+                where(what), ": the output ", describe(outputs[i]), " must hold ", getSize(),
+                " copies of the input ", describe(inputs[i]));
+  }
+}
+
+void TpuBackend::check_scattered(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                                 const char* what) const {
+  TORCH_CHECK(inputs.size() == outputs.size(), where(what), ": one output per input is needed");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * getSize() &&
+                    outputs[i].scalar_type() == inputs[i].scalar_type(),
+                where(what), ": the input ", describe(inputs[i]), " must hold ", getSize(),
+                " parts of the size of the output ", describe(outputs[i]));
+  }
+}
+
 c10::Device TpuBackend::check_tensors(const std::vector<at::Tensor>& tensors, const char* what) const {
   std::optional<c10::Device> device;
   for (const at::Tensor& t : tensors) {

@@ -39,6 +39,18 @@ class TpuBackend : public c10d::Backend {
   // "device" or "host".
   virtual const char* transport() const = 0;
 
+  // Forms of collectives the transports implement once (allreduce, allgather,
+  // allgather_into_tensor_coalesced, reduce_scatter_tensor_coalesced).
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+
  protected:
   // Every tensor must be a tpu tensor with a dtype the device supports; `what` names the
   // collective in the error. Returns their common device.
@@ -48,6 +60,14 @@ class TpuBackend : public c10d::Backend {
   Reduction reduction(const c10d::ReduceOp& op, at::ScalarType dtype, const char* what) const;
   // "tpu_dist all_reduce on rank 0 of 2 (device transport)": the prefix of every error.
   std::string where(const char* what) const;
+  // A root rank of the group.
+  int check_root(int64_t root, const char* what) const;
+  // outputs[i] holds one copy of inputs[i] per rank (all_gather_into_tensor).
+  void check_gathered(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                      const char* what) const;
+  // inputs[i] holds one part of the size of outputs[i] per rank (reduce_scatter_tensor).
+  void check_scattered(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                       const char* what) const;
 
   std::chrono::milliseconds timeout_;
 };

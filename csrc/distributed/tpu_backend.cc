@@ -116,7 +116,7 @@ Reduction TpuBackend::reduction(const c10d::ReduceOp& op, at::ScalarType dtype, 
       break;
     case c10d::ReduceOp::PREMUL_SUM: {
       TORCH_CHECK(floating, where(what), ": PREMUL_SUM needs a floating-point tensor, got ", dtype);
-      auto* s = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+      auto* s = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
       TORCH_CHECK(s != nullptr, where(what), ": PREMUL_SUM without its factor");
       r.combine = CollectiveCombine::kSum;
       r.premul = s->tensor_factor.defined() ? s->tensor_factor

@@ -115,6 +115,13 @@ def collective_cases(rank, n, device):
                 dist.recv(got, src=0)
                 out[f"send_recv/{key}"] = got.cpu()
 
+    # A large tensor (over 16 MB: the device transport reduce-scatters, then all-gathers).
+    big = data(((17 << 20) // 4,), torch.float32)
+    for name in ("sum", "avg"):
+        y = big.clone()
+        _all_reduce(y, name, _ops(torch.float32)[name], on_cpu, n)
+        out[f"all_reduce/large/{name}"] = y.cpu()
+
     # async_op: the work's wait() and its future yield the written outputs.
     y = data((5,), torch.float32)
     work = dist.all_reduce(y, async_op=True)

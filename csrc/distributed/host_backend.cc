@@ -1,12 +1,11 @@
 #include "distributed/host_backend.h"
 
 #include <ATen/ATen.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <fstream>
 #include <sstream>
 
+#include "aten/tensor_access.h"
 #include "distributed/host_staging.h"
 #include "distributed/peer_status.h"
 #include "exec/execution_mode.h"
@@ -78,6 +77,12 @@ std::string signature_mismatch(const std::vector<std::vector<int64_t>>& all, int
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Returns once the device has computed `t` (a snapshot: its storage holds one buffer).
+void wait_until_computed(const at::Tensor& t) {
+  const auto contents = aten::storage(t).contents();
+  if (contents.buffer != nullptr) contents.buffer->ready_event()->await("tpu_dist: waiting for an input");
 }
 
 at::Tensor host_like(const at::Tensor& t) { return HostStaging::get().empty(t.sizes(), t.scalar_type()); }
@@ -210,8 +215,11 @@ void HostBackend::State::issue_loop() {
         std::vector<at::Tensor> in{mine};
         check = gloo->allgather(check_out, in);
       }
-      const auto start = std::chrono::steady_clock::now();
       // The wait for the device happens here, not in the caller.
+      const auto wait_start = std::chrono::steady_clock::now();
+      for (const auto& t : job->device_inputs) wait_until_computed(t);
+      const double waited = seconds_since(wait_start);
+      const auto start = std::chrono::steady_clock::now();
       for (const auto& t : job->device_inputs) job->host.push_back(HostStaging::get().copy_of(t));
       const double to_host = seconds_since(start);
       const auto gloo_start = std::chrono::steady_clock::now();
@@ -224,6 +232,7 @@ void HostBackend::State::issue_loop() {
       }
       job->gloo_works = job->issue(*gloo, *job);
       std::lock_guard<std::mutex> lock(mu);
+      timings.waiting_for_device += waited;
       timings.to_host += to_host;
       timings.gloo += seconds_since(gloo_start);
     } catch (const Mismatch& e) {

@@ -79,9 +79,10 @@ class HostBackend : public TpuBackend {
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
   void setTimeout(std::chrono::milliseconds timeout) override;
 
-  // Seconds the issue and completion threads spent in host copies and in Gloo (benchmarks).
+  // Seconds the issue and completion threads spent waiting for the device to compute the inputs,
+  // in host copies and in Gloo (benchmarks).
   struct Timings {
-    double to_host = 0, gloo = 0, to_device = 0;
+    double waiting_for_device = 0, to_host = 0, gloo = 0, to_device = 0;
     int64_t jobs = 0;
   };
   Timings timings() const;

@@ -50,6 +50,7 @@ void bind_distributed(py::module_& m) {
     TORCH_CHECK(b != nullptr, "not a tpu_dist host-transport backend");
     const auto t = b->timings();
     py::dict d;
+    d["waiting_for_device"] = t.waiting_for_device;
     d["to_host"] = t.to_host;
     d["gloo"] = t.gloo;
     d["to_device"] = t.to_device;

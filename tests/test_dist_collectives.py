@@ -2,6 +2,8 @@
 contiguous and non-contiguous, async, in subgroups - on both transports, each compared with
 the same collectives on CPU tensors with Gloo (and the two transports with each other)."""
 
+import os
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -187,6 +189,17 @@ def device_results():
     return run_threads(_tpu_cases, timeout=240)
 
 
+@pytest.fixture(scope="module")
+def device_store_results():
+    """The device transport with its ranks meeting through the store, as ranks in different
+    processes do on plugins whose collectives span processes."""
+    os.environ["TORCH_TPU_DIST_RENDEZVOUS"] = "store"
+    try:
+        return run_threads(_tpu_cases, timeout=240)
+    finally:
+        del os.environ["TORCH_TPU_DIST_RENDEZVOUS"]
+
+
 def _compare(results, reference, transport):
     for rank, (used, cases) in enumerate(results):
         assert used == transport, f"rank {rank} used the {used} transport"
@@ -201,6 +214,10 @@ def test_host_transport_equals_gloo_on_cpu(host_results, gloo_reference):
 
 def test_device_transport_equals_gloo_on_cpu(device_results, gloo_reference):
     _compare(device_results, gloo_reference, "device")
+
+
+def test_device_transport_meeting_through_the_store_equals_gloo_on_cpu(device_store_results, gloo_reference):
+    _compare(device_store_results, gloo_reference, "device")
 
 
 def test_both_transports_give_identical_results(host_results, device_results):

@@ -175,8 +175,11 @@ def _threads_case(rank, world_size, case):
     return "no error", time.monotonic() - start
 
 
+@pytest.mark.parametrize("rendezvous", ["memory", "store"])
 @pytest.mark.parametrize("case", ["raise", "absent", "size"])
-def test_device_transport_faults(case):
+def test_device_transport_faults(case, rendezvous, monkeypatch):
+    if rendezvous == "store":  # how ranks in different processes meet
+        monkeypatch.setenv("TORCH_TPU_DIST_RENDEZVOUS", "store")
     results = {}
 
     def body(rank, world_size):

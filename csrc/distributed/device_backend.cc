@@ -50,11 +50,12 @@ at::Tensor packed(const std::vector<at::Tensor>& pieces, int64_t chunk, const at
 }  // namespace
 
 DeviceBackend::DeviceBackend(int rank, int size, std::chrono::milliseconds timeout, int device,
-                             std::vector<int64_t> devices, std::string token)
-    : TpuBackend(rank, size, timeout), device_(device), token_(std::move(token)) {
+                             std::vector<int64_t> devices, std::string token, RendezvousFactory rendezvous)
+    : TpuBackend(rank, size, timeout), device_(device), token_(std::move(token)),
+      make_rendezvous_(std::move(rendezvous)) {
   TORCH_CHECK(static_cast<int>(devices.size()) == size, "tpu_dist: ", devices.size(),
               " device ids for a group of ", size);
-  group_ = std::make_unique<Group>(*this, runtime::Rendezvous::shared(token_, size), rank,
+  group_ = std::make_unique<Group>(*this, make_rendezvous_(token_, size), rank,
                                    std::move(devices));
 }
 
@@ -518,7 +519,7 @@ DeviceBackend::Group& DeviceBackend::pair(int src, int dst) {
   auto& slot = pairs_[{src, dst}];
   if (slot == nullptr) {
     const std::string token = token_ + "/p2p/" + std::to_string(src) + ">" + std::to_string(dst);
-    slot = std::make_unique<Group>(*this, runtime::Rendezvous::shared(token, 2), getRank() == src ? 0 : 1,
+    slot = std::make_unique<Group>(*this, make_rendezvous_(token, 2), getRank() == src ? 0 : 1,
                                    std::vector<int64_t>{group_->devices()[src], group_->devices()[dst]});
   }
   return *slot;

@@ -8,10 +8,12 @@
 // rendezvous.h) right before launching - comparing what each is about to run, so a size or dtype
 // mismatch is a clear error on every rank instead of a hang - and right after, so no rank runs
 // more than one collective ahead. A rank that fails before launching abandons the group and the
-// others fail at once, naming it. This needs every rank of the group in this process (threads,
-// one device each); processes use the host transport.
+// others fail at once, naming it. On the XLA CPU plugin every rank of the group lives in this
+// process (threads, one device each) and meets in memory; with a plugin whose collectives span
+// processes, ranks in other processes meet through the store.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,10 +27,13 @@ namespace tpu::distributed {
 
 class DeviceBackend : public TpuBackend {
  public:
-  // `devices`: global PJRT device ids of the group's ranks; `token` names the group in this
-  // process (the same on all its ranks).
+  // Where the ranks of a group (named by a token) meet: in this process, or through the store.
+  using RendezvousFactory = std::function<std::shared_ptr<runtime::Rendezvous>(const std::string& token, int size)>;
+
+  // `devices`: global PJRT device ids of the group's ranks; `token` names the group (the same on
+  // all its ranks).
   DeviceBackend(int rank, int size, std::chrono::milliseconds timeout, int device,
-                std::vector<int64_t> devices, std::string token);
+                std::vector<int64_t> devices, std::string token, RendezvousFactory rendezvous);
   ~DeviceBackend() override;
   const char* transport() const override { return "device"; }
 
@@ -125,6 +130,7 @@ class DeviceBackend : public TpuBackend {
 
   const int device_;
   const std::string token_;
+  RendezvousFactory make_rendezvous_;
   std::unique_ptr<Group> group_;
   std::map<std::pair<int, int>, std::unique_ptr<Group>> pairs_;
   std::map<std::pair<int, int>, uint64_t> pair_rounds_;

@@ -6,6 +6,7 @@
 #include "distributed/device_backend.h"
 #include "distributed/host_backend.h"
 #include "distributed/store_key_value.h"
+#include "distributed/store_rendezvous.h"
 #include "runtime/runtime.h"
 
 namespace py = pybind11;
@@ -32,10 +33,23 @@ void bind_distributed(py::module_& m) {
               world_store, std::move(global_ranks), check));
         },
         py::call_guard<py::gil_scoped_release>());
+  // `store`: None for ranks that are all threads of this process (they meet in memory), else
+  // the group's store, through which ranks in other processes meet.
   m.def("_dist_device_backend",
-        [](int rank, int size, double timeout_s, int device, std::vector<int64_t> devices, std::string token) {
+        [](int rank, int size, double timeout_s, int device, std::vector<int64_t> devices, std::string token,
+           std::optional<c10::intrusive_ptr<c10d::Store>> store) {
+          distributed::DeviceBackend::RendezvousFactory meet;
+          if (store) {
+            meet = [s = *store](const std::string& t, int n) -> std::shared_ptr<runtime::Rendezvous> {
+              return std::make_shared<distributed::StoreRendezvous>(s, t, n);
+            };
+          } else {
+            meet = [](const std::string& t, int n) -> std::shared_ptr<runtime::Rendezvous> {
+              return runtime::InProcessRendezvous::shared(t, n);
+            };
+          }
           return c10::intrusive_ptr<c10d::Backend>(c10::make_intrusive<distributed::DeviceBackend>(
-              rank, size, millis(timeout_s), device, std::move(devices), std::move(token)));
+              rank, size, millis(timeout_s), device, std::move(devices), std::move(token), std::move(meet)));
         },
         py::call_guard<py::gil_scoped_release>());
   m.def("_dist_transport", [](c10d::Backend* backend) -> std::string {

@@ -6,21 +6,21 @@
 
 namespace tpu::runtime {
 
-Rendezvous::Rendezvous(int size) : size_(size) {
+InProcessRendezvous::InProcessRendezvous(int size) : size_(size) {
   if (size < 1) throw std::invalid_argument("a rendezvous needs at least one rank");
 }
 
-std::shared_ptr<Rendezvous> Rendezvous::shared(const std::string& token, int size) {
+std::shared_ptr<InProcessRendezvous> InProcessRendezvous::shared(const std::string& token, int size) {
   static std::mutex mu;
-  static auto* groups = new std::unordered_map<std::string, std::weak_ptr<Rendezvous>>();
+  static auto* groups = new std::unordered_map<std::string, std::weak_ptr<InProcessRendezvous>>();
   std::lock_guard<std::mutex> lock(mu);
   for (auto it = groups->begin(); it != groups->end();) {
     it = it->second.expired() ? groups->erase(it) : std::next(it);
   }
-  std::weak_ptr<Rendezvous>& slot = (*groups)[token];
-  std::shared_ptr<Rendezvous> r = slot.lock();
+  std::weak_ptr<InProcessRendezvous>& slot = (*groups)[token];
+  std::shared_ptr<InProcessRendezvous> r = slot.lock();
   if (r == nullptr) {
-    r = std::make_shared<Rendezvous>(size);
+    r = std::make_shared<InProcessRendezvous>(size);
     slot = r;
   } else if (r->size() != size) {
     throw std::invalid_argument("group '" + token + "' was joined with " + std::to_string(size) +
@@ -29,7 +29,7 @@ std::shared_ptr<Rendezvous> Rendezvous::shared(const std::string& token, int siz
   return r;
 }
 
-std::string Rendezvous::missing_locked(const Round& round) const {
+std::string InProcessRendezvous::missing_locked(const Round& round) const {
   std::string s;
   for (int r = 0; r < size_; ++r) {
     if (!round.payloads[r]) s += (s.empty() ? "" : ", ") + std::to_string(r);
@@ -37,7 +37,7 @@ std::string Rendezvous::missing_locked(const Round& round) const {
   return s;
 }
 
-std::vector<std::string> Rendezvous::meet(uint64_t number, int rank, std::string payload,
+std::vector<std::string> InProcessRendezvous::meet(uint64_t number, int rank, std::string payload,
                                           std::chrono::milliseconds timeout, const std::string& what) {
   if (rank < 0 || rank >= size_) throw std::invalid_argument(what + ": rank out of range");
   std::unique_lock<std::mutex> lock(mu_);
@@ -75,7 +75,7 @@ std::vector<std::string> Rendezvous::meet(uint64_t number, int rank, std::string
   return all;
 }
 
-void Rendezvous::abandon(int rank, const std::string& why) {
+void InProcessRendezvous::abandon(int rank, const std::string& why) {
   std::lock_guard<std::mutex> lock(mu_);
   abandoned_.emplace(rank, why);
   cv_.notify_all();

@@ -1,14 +1,16 @@
-// A meeting point for the ranks of one group that live in this process (one thread each).
+// A meeting point for the ranks of one group.
 //
 // Each rank arrives at a numbered round with a payload; every arrival returns the payloads of all
 // ranks, in rank order, once all have arrived. A round that is not complete within the timeout
-// fails for the ranks that came, naming the ranks that did not; a rank that abandons the group
-// (an error, shutdown) makes every waiting and later round fail at once, naming it - so a failing
-// rank never leaves the others waiting.
+// fails for the ranks that came, naming the ranks that did not, and breaks the group; a rank that
+// abandons the group (an error, shutdown) makes every waiting and later round fail at once, naming
+// it - so a failing rank never leaves the others waiting.
 //
-// The device transport of tpu_dist meets here twice per collective: before launching (the
-// payloads are the collectives' signatures, compared by the caller) and after (so no rank runs
-// ahead by more than one collective, which XLA:CPU's own rendezvous cannot take).
+// The device transport of tpu_dist meets twice per collective: before launching (the payloads
+// are the collectives' signatures, compared by the caller) and after (so no rank runs ahead by
+// more than one collective, which XLA:CPU's own rendezvous cannot take). Ranks that are threads
+// of this process meet in memory (InProcessRendezvous); ranks in different processes through the
+// process group's store (distributed/store_rendezvous.h).
 #pragma once
 
 #include <chrono>
@@ -25,20 +27,29 @@ namespace tpu::runtime {
 
 class Rendezvous {
  public:
-  explicit Rendezvous(int size);
+  virtual ~Rendezvous() = default;
+  virtual int size() const = 0;
+  // Blocks until all ranks arrived at `round`, then returns their payloads. Throws
+  // std::runtime_error starting with `what` on a timeout or an abandoned group.
+  virtual std::vector<std::string> meet(uint64_t round, int rank, std::string payload,
+                                        std::chrono::milliseconds timeout, const std::string& what) = 0;
+  // `rank` will not arrive any more; `why` says what happened to it.
+  virtual void abandon(int rank, const std::string& why) = 0;
+};
+
+// Ranks that are threads of this process.
+class InProcessRendezvous : public Rendezvous {
+ public:
+  explicit InProcessRendezvous(int size);
 
   // The process-wide rendezvous of the group named `token` (created by its first user; all
   // users must agree on `size`).
-  static std::shared_ptr<Rendezvous> shared(const std::string& token, int size);
+  static std::shared_ptr<InProcessRendezvous> shared(const std::string& token, int size);
 
-  int size() const { return size_; }
-
-  // Blocks until all ranks arrived at `round`, then returns their payloads. Throws
-  // std::runtime_error starting with `what` on a timeout or an abandoned group.
+  int size() const override { return size_; }
   std::vector<std::string> meet(uint64_t round, int rank, std::string payload,
-                                std::chrono::milliseconds timeout, const std::string& what);
-  // `rank` will not arrive any more; `why` says what happened to it.
-  void abandon(int rank, const std::string& why);
+                                std::chrono::milliseconds timeout, const std::string& what) override;
+  void abandon(int rank, const std::string& why) override;
 
  private:
   struct Round {

@@ -1,4 +1,4 @@
-// The rendezvous of ranks that are threads of one process (runtime/rendezvous.h): payloads come
+// The rendezvous of ranks that are threads of one process (runtime/rendezvous.h, InProcessRendezvous): payloads come
 // back in rank order once all arrived; a missing rank is named after the timeout and breaks the
 // group for the ranks still to come; an abandoning rank fails the others at once.
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@ namespace {
 using std::chrono::milliseconds;
 
 TEST(Rendezvous, EveryRankGetsEveryPayloadInRankOrder) {
-  runtime::Rendezvous r(3);
+  runtime::InProcessRendezvous r(3);
   std::vector<std::vector<std::string>> got(3);
   std::vector<std::thread> threads;
   for (int rank = 2; rank >= 0; --rank) {
@@ -30,7 +30,7 @@ TEST(Rendezvous, EveryRankGetsEveryPayloadInRankOrder) {
 }
 
 TEST(Rendezvous, AMissingRankIsNamedAndBreaksTheGroup) {
-  runtime::Rendezvous r(3);
+  runtime::InProcessRendezvous r(3);
   std::string error;
   std::thread t([&] {
     try {
@@ -54,7 +54,7 @@ TEST(Rendezvous, AMissingRankIsNamedAndBreaksTheGroup) {
 }
 
 TEST(Rendezvous, AnAbandoningRankFailsTheOthersAtOnce) {
-  runtime::Rendezvous r(2);
+  runtime::InProcessRendezvous r(2);
   std::string error;
   const auto start = std::chrono::steady_clock::now();
   std::thread t([&] {
@@ -72,10 +72,10 @@ TEST(Rendezvous, AnAbandoningRankFailsTheOthersAtOnce) {
 }
 
 TEST(Rendezvous, SharedRendezvousAreFoundByNameAndSize) {
-  auto a = runtime::Rendezvous::shared("group-a", 2);
-  EXPECT_EQ(runtime::Rendezvous::shared("group-a", 2), a);
-  EXPECT_NE(runtime::Rendezvous::shared("group-b", 2), a);
-  EXPECT_THROW(runtime::Rendezvous::shared("group-a", 3), std::invalid_argument);
+  auto a = runtime::InProcessRendezvous::shared("group-a", 2);
+  EXPECT_EQ(runtime::InProcessRendezvous::shared("group-a", 2), a);
+  EXPECT_NE(runtime::InProcessRendezvous::shared("group-b", 2), a);
+  EXPECT_THROW(runtime::InProcessRendezvous::shared("group-a", 3), std::invalid_argument);
 }
 
 }  // namespace

@@ -3,10 +3,12 @@ process group.
 
 Each rank of a new group publishes, through the group's store, which process it lives in and
 which PJRT device it uses. When every rank lives in this process on its own device, the group
-gets the *device* transport (collectives as XLA programs over the group's devices); otherwise the
-*host* transport (device -> host -> Gloo -> device). ``TORCH_TPU_DIST_TRANSPORT=device|host``
-forces one (``device`` is an error when the ranks are not all in this process: the XLA CPU
-plugin has no collectives across processes).
+gets the *device* transport (collectives as XLA programs over the group's devices; the ranks meet
+in memory); otherwise the *host* transport (device -> host -> Gloo -> device).
+``TORCH_TPU_DIST_TRANSPORT=device|host`` forces one. ``device`` across processes needs a plugin
+whose collectives span processes (libtpu, the XLA CUDA plugin; the ranks then meet through the
+store) - not yet validated on such hardware, so it is opt-in - and is an error on the XLA CPU
+plugin. ``TORCH_TPU_DIST_RENDEZVOUS=store`` makes ranks in one process meet through the store too.
 """
 
 import os
@@ -23,6 +25,7 @@ import torch.distributed.distributed_c10d as c10d
 from .. import _C
 
 TRANSPORT_ENV = "TORCH_TPU_DIST_TRANSPORT"
+RENDEZVOUS_ENV = "TORCH_TPU_DIST_RENDEZVOUS"
 CHECK_ENV = "TORCH_TPU_DIST_CHECK"
 
 _lock = threading.Lock()
@@ -77,6 +80,8 @@ def _choose_transport(members, rank):
     if forced == "host":
         return "host"
     if in_process and distinct:
+        return "device"
+    if forced == "device" and distinct and _C._plugin_spans_processes():
         return "device"
     if forced == "device":
         why = (
@@ -163,7 +168,10 @@ def create_backend(dist_opts, backend_opts):
 
     if transport == "device":
         token = f"{dist_opts.group_id}/{_get(store, 'tpu_dist/token', timeout).decode()}"
-        return _C._dist_device_backend(rank, size, _seconds(timeout), device, [m[1] for m in members], token)
+        in_process = all(m[0] == members[0][0] for m in members)
+        through_store = not in_process or os.environ.get(RENDEZVOUS_ENV, "").strip().lower() == "store"
+        return _C._dist_device_backend(rank, size, _seconds(timeout), device, [m[1] for m in members], token,
+                                       store if through_store else None)
     check = os.environ.get(CHECK_ENV, "1").strip() != "0"
     return _C._dist_host_backend(rank, size, _seconds(timeout), gloo, root, global_ranks, check)
 

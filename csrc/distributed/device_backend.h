@@ -111,12 +111,14 @@ class DeviceBackend : public TpuBackend {
     c10::intrusive_ptr<TpuWork> work;  // what isend/irecv returned
   };
 
+  // Meetings per collective: ready (before launching) and launched.
+  static constexpr uint64_t kMeetsPerCollective = 2;
+
   // Runs one collective over `group`: `body` builds and runs its program (the group launches it)
   // and writes the outputs. Returns its (completed) work, whose future yields `outputs`.
-  template <class Body>
   c10::intrusive_ptr<c10d::Work> collective(const Group& group, const char* what, c10d::OpType type,
                                             std::string signature, std::vector<at::Tensor> outputs,
-                                            Body&& body);
+                                            const std::function<void()>& body);
   // A meeting of all ranks of `group` (payloads in rank order).
   std::vector<std::string> meet(const Group& group, uint64_t round, std::string payload, const char* what);
   // The pair group of this rank and `peer` for point-to-point transfers, sender first.

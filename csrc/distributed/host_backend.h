@@ -88,6 +88,8 @@ class HostBackend : public TpuBackend {
   Timings timings() const;
 
  private:
+  using Works = std::vector<c10::intrusive_ptr<c10d::Work>>;
+
   // One collective on its way through the two threads.
   struct Job {
     const char* what = "";

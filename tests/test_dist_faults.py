@@ -20,6 +20,16 @@ from torch_tpu.distributed import run_in_threads
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _all_reduce_outcome(x):
+    """(the error all_reduce raised, or "no error"; seconds until then)."""
+    start = time.monotonic()
+    try:
+        dist.all_reduce(x)
+    except RuntimeError as e:
+        return str(e), time.monotonic() - start
+    return "no error", time.monotonic() - start
+
+
 # ---- host transport (processes) ------------------------------------------------------------
 
 def _raise_or_die(rank, world_size, how):
@@ -29,12 +39,7 @@ def _raise_or_die(rank, world_size, how):
         if how == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
         raise ValueError("rank 1 gives up")
-    start = time.monotonic()
-    try:
-        dist.all_reduce(x)
-    except RuntimeError as e:
-        return str(e), time.monotonic() - start
-    return "no error", time.monotonic() - start
+    return _all_reduce_outcome(x)
 
 
 @pytest.mark.parametrize("how", ["raise", "kill"])
@@ -53,12 +58,7 @@ def _never_arrives(rank, world_size):
     if rank == 1:
         time.sleep(12)  # alive but absent
         return "slept", 0
-    start = time.monotonic()
-    try:
-        dist.all_reduce(x)
-    except RuntimeError as e:
-        return str(e), time.monotonic() - start
-    return "no error", time.monotonic() - start
+    return _all_reduce_outcome(x)
 
 
 def test_host_peer_that_never_arrives_times_out_naming_the_collective():
@@ -167,12 +167,7 @@ def _threads_case(rank, world_size, case):
         return "slept"
     if case == "size":
         x = torch.ones(4 + rank, device="tpu")
-    start = time.monotonic()
-    try:
-        dist.all_reduce(x)
-    except RuntimeError as e:
-        return str(e), time.monotonic() - start
-    return "no error", time.monotonic() - start
+    return _all_reduce_outcome(x)
 
 
 @pytest.mark.parametrize("rendezvous", ["memory", "store"])

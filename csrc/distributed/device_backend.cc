@@ -134,8 +134,6 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::collective(const Group& group, con
   return work;
 }
 
-// Runs the collective program `op` over `group` on `inputs` (dense), returning its outputs.
-
 DeviceBackend::Group& DeviceBackend::pair(int src, int dst) {
   auto& slot = pairs_[{src, dst}];
   if (slot == nullptr) {

@@ -13,12 +13,12 @@ namespace tpu::distributed {
 
 namespace {
 
+// "float32[4, 2], int64[3]": what a collective runs on, for the ranks' comparison.
 std::string list(const std::vector<at::Tensor>& ts) {
   std::string s;
   for (const auto& t : ts) s += (s.empty() ? "" : ", ") + describe(t);
   return s;
 }
-
 
 // Flat contiguous pieces padded to `chunk` elements and concatenated.
 at::Tensor packed(const std::vector<at::Tensor>& pieces, int64_t chunk, const at::TensorOptions& opts) {
@@ -31,9 +31,7 @@ at::Tensor packed(const std::vector<at::Tensor>& pieces, int64_t chunk, const at
   return padded.empty() ? at::empty({0}, opts) : at::cat(padded);
 }
 
-}  // namespace
-
-namespace {
+// Runs the collective program `op` over `group` on `inputs` (dense), returning its outputs.
 std::vector<at::Tensor> run_program(const exec::ReplicaGroup& group, const char* op, const char* label,
                                     const std::vector<at::Tensor>& inputs, size_t num_outputs,
                                     int64_t group_size, const std::function<void(aten::OpRunner&)>& extra) {
@@ -67,6 +65,7 @@ void set_reduction(aten::OpRunner& r, const Reduction& red) {
     r.input(*red.premul);
   }
 }
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> DeviceBackend::allreduce(std::vector<at::Tensor>& tensors,

@@ -67,15 +67,15 @@ def _get(store, key, timeout):
     return store.get(key)
 
 
-def _choose_transport(members, rank):
-    """'device' or 'host' for a group whose ranks are `members` [(process, device id)]."""
+def _choose_transport(members, in_process):
+    """'device' or 'host' for a group whose ranks are `members` [(process, device id)], all in
+    this process or not."""
     forced = os.environ.get(TRANSPORT_ENV, "auto").strip().lower() or "auto"
     if forced not in ("auto", "device", "host"):
         raise ValueError(
             f"{TRANSPORT_ENV}={forced!r} is not a tpu_dist transport. Fix: set it to 'device', "
             "'host' or 'auto' (the default), or unset it."
         )
-    in_process = all(m[0] == members[rank][0] for m in members)
     distinct = len({m[1] for m in members}) == len(members)
     if forced == "host":
         return "host"
@@ -159,7 +159,8 @@ def create_backend(dist_opts, backend_opts):
         store.set("tpu_dist/token", uuid.uuid4().hex)
     members = [_get(store, f"tpu_dist/member/{r}", timeout).decode().split("|") for r in range(size)]
     members = [(m[0], int(m[1])) for m in members]
-    transport = _choose_transport(members, rank)
+    in_process = all(m[0] == members[0][0] for m in members)
+    transport = _choose_transport(members, in_process)
 
     # A Gloo group for the CPU side (and, for the host transport, the data itself).
     gloo = dist.ProcessGroupGloo(dist.PrefixStore("tpu_dist/gloo/", store), rank, size, timeout)
@@ -168,7 +169,6 @@ def create_backend(dist_opts, backend_opts):
 
     if transport == "device":
         token = f"{dist_opts.group_id}/{_get(store, 'tpu_dist/token', timeout).decode()}"
-        in_process = all(m[0] == members[0][0] for m in members)
         through_store = not in_process or os.environ.get(RENDEZVOUS_ENV, "").strip().lower() == "store"
         return _C._dist_device_backend(rank, size, _seconds(timeout), device, [m[1] for m in members], token,
                                        store if through_store else None)

@@ -24,10 +24,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 py=.venv/bin/python
 
-req_hash="$(sha256sum requirements.txt | cut -c1-16)"
+req_hash="$(cat requirements.txt requirements-nodeps.txt | sha256sum | cut -c1-16)"
 if [ "$(cat .venv/.requirements-hash 2>/dev/null)" != "$req_hash" ]; then
   echo "setup: installing pinned Python dependencies"
   "$py" -m pip install -q --disable-pip-version-check -r requirements.txt
+  "$py" -m pip install -q --disable-pip-version-check --no-deps -r requirements-nodeps.txt
   echo "$req_hash" > .venv/.requirements-hash
 fi
 

@@ -19,7 +19,17 @@ def _package_file(module, filename):
     return path if os.path.exists(path) else None
 
 
+# (module, file) of each package that ships an XLA CPU plugin, in order of preference.
+_CPU_PLUGINS = (("fastatomstruct_xla_cpu", "libpjrt_cpu.so"),
+                ("xla_plugins.xla_cpu_pjrt", "xla_cpu_pjrt.so"))
+
+
+def default_plugin_module():
+    """The module whose package ships the default plugin (the first installed), or None."""
+    return next((m for m, f in _CPU_PLUGINS if _package_file(m, f)), None)
+
+
 def default_plugin_path():
     """Path of the default XLA CPU plugin shared library, or None when no package has one."""
-    return (_package_file("fastatomstruct_xla_cpu", "libpjrt_cpu.so")
-            or _package_file("xla_plugins.xla_cpu_pjrt", "xla_cpu_pjrt.so"))
+    module = default_plugin_module()
+    return _package_file(module, dict(_CPU_PLUGINS)[module]) if module else None

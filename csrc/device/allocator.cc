@@ -25,14 +25,27 @@ struct DeviceCounters {
 std::mutex g_stats_mutex;
 std::array<DeviceCounters, kMaxDevices> g_stats;
 
+// torch.profiler(profile_memory=True): allocation (+) and free (-) events of tpu memory. The
+// check is a thread-local read; nothing is reported outside a profiling session.
+void report_to_profiler(void* ptr, int64_t delta, int device, int64_t total) {
+  if (C10_UNLIKELY(c10::memoryProfilingEnabled())) {
+    c10::reportMemoryUsageToProfiler(
+        ptr, delta, static_cast<size_t>(total), static_cast<size_t>(total),
+        c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+  }
+}
+
 void delete_storage(void* ctx) {
   auto* s = static_cast<runtime::DeviceStorage*>(ctx);
+  int64_t total = 0;
   {
     std::lock_guard<std::mutex> lock(g_stats_mutex);
     DeviceCounters& c = g_stats[s->device()];
     c.allocations.decrease(1);
     c.bytes.decrease(s->nbytes());
+    total = c.bytes.current;
   }
+  report_to_profiler(s, -static_cast<int64_t>(s->nbytes()), s->device(), total);
   delete s;
 }
 
@@ -46,11 +59,14 @@ c10::DataPtr TpuAllocator::allocate(size_t nbytes) {
   const int device = current_device();
   runtime::check_device_index(device);
   auto* storage = new runtime::DeviceStorage(device, nbytes);
+  int64_t total = 0;
   {
     std::lock_guard<std::mutex> lock(g_stats_mutex);
     g_stats[device].allocations.increase(1);
     g_stats[device].bytes.increase(nbytes);
+    total = g_stats[device].bytes.current;
   }
+  report_to_profiler(storage, static_cast<int64_t>(nbytes), device, total);
   return c10::DataPtr(storage, storage, &delete_storage,
                       c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
 }

@@ -9,6 +9,7 @@
 #include "exec/fused_graph.h"
 #include "exec/replica_group.h"
 #include "pjrt/compile_options.h"
+#include "profiler/trace_hooks.h"
 #include "runtime/launch_queue.h"
 #include "runtime/runtime.h"
 
@@ -111,9 +112,14 @@ std::shared_ptr<pjrt::LoadedExecutable> Executor::compile(const std::string& mli
   // The key: program text, compile options, plugin identity and version, device kind.
   const std::string description =
       mlir + '\0' + options + '\0' + rt.identity() + '\0' + rt.device(0).kind;
-  return executables_.get_or_compile(
+  // While profiling: which tier answered, and when (profiler/trace_hooks.h).
+  const bool traced = profiler::tracing();
+  const int64_t start_ns = traced ? profiler::now_ns() : 0;
+  const char* source = nullptr;  // "compile" or "disk" when the memory tier missed
+  auto exe = executables_.get_or_compile(
       description,
       [&] {
+        source = "compile";
         if (!dump_dir_.empty()) {
           std::ofstream(dump_dir_ + "/" + cache::fingerprint(mlir).hex() + ".mlir") << mlir;
         }
@@ -131,7 +137,20 @@ std::shared_ptr<pjrt::LoadedExecutable> Executor::compile(const std::string& mli
           throw std::runtime_error("torch_tpu could not compile " + what + ": " + first.what());
         }
       },
-      [&](const std::string& bytes) { return rt.client().deserialize(bytes); });
+      [&](const std::string& bytes) {
+        source = "disk";
+        return rt.client().deserialize(bytes);
+      });
+  if (traced) {
+    if (source == nullptr) {
+      profiler::sink().cache_hit(what, "memory");
+    } else if (source[0] == 'd') {
+      profiler::sink().cache_hit(what, "disk");
+    } else {
+      profiler::sink().compile(what, source, start_ns, profiler::now_ns());
+    }
+  }
+  return exe;
 }
 
 std::shared_ptr<const OpProgram> Executor::program_for(const OpCall& call, const CallLayout& layout,
@@ -141,6 +160,7 @@ std::shared_ptr<const OpProgram> Executor::program_for(const OpCall& call, const
     auto it = programs_.find(key);
     if (it != programs_.end()) {
       ++stats_.signature_hits;
+      if (profiler::tracing()) profiler::sink().cache_hit(call.label, "program");
       return it->second;
     }
     ++stats_.signature_misses;
@@ -255,6 +275,7 @@ std::vector<FreshOutput> Executor::run(const OpCall& call) {
   launch.non_donatable = std::move(non_donatable);
   launch.device = call.device;
   launch.label = call.label;
+  if (profiler::tracing()) launch.correlation = profiler::sink().current_correlation();
   std::vector<FreshOutput> fresh;
   fresh.reserve(plan.output_types.size());
   const PJRT_Api* api = rt.client().api();

@@ -7,6 +7,7 @@
 
 #include "exec/executor.h"
 #include "hlo/builder.h"
+#include "profiler/trace_hooks.h"
 #include "runtime/runtime.h"
 
 namespace tpu::exec {
@@ -362,6 +363,7 @@ void FusedGraph::flush_locked(CapturedProgram* captured) {
     if (found != programs_.end()) {
       program = found->second;
       ++stats_.graph_replays;
+      if (profiler::tracing()) profiler::sink().cache_hit(kGraphLabel, "graph");
     } else {
       program = build_locked(outputs, aliases);
       if (programs_.size() >= kMaxGraphPrograms) programs_.clear();

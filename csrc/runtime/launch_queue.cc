@@ -8,6 +8,7 @@
 #include <cstring>
 #include <exception>
 
+#include "profiler/trace_hooks.h"
 #include "runtime/runtime.h"
 #include "runtime/work_tracker.h"
 
@@ -24,6 +25,26 @@ constexpr uint64_t kNotifyEvery = 64;
 std::atomic<uint64_t> pushed_count{0};
 
 void wait_for_launches() { LaunchQueue::get().drain(); }
+
+// While profiling: reports the execution once its completion event is ready.
+void trace_execution(pjrt::Event& done, const Launch& launch, int64_t launch_ns) {
+  profiler::ExecutionRecord record;
+  record.label = launch.label;
+  record.device = launch.device;
+  // Queued launches carry their op; a program launched on the calling thread (fused flushes,
+  // compiled graphs, collectives) belongs to the op running there now.
+  record.correlation = launch.correlation ? launch.correlation : profiler::sink().current_correlation();
+  record.launch_ns = launch_ns;
+  try {
+    done.on_ready([record](const pjrt::ErrorInfo* error) mutable {
+      record.done_ns = profiler::now_ns();
+      record.failed = error != nullptr;
+      profiler::sink().execution(record);
+    });
+  } catch (const std::exception&) {
+    // A plugin without completion callbacks: the execution goes unprofiled, never fails.
+  }
+}
 
 }  // namespace
 
@@ -150,6 +171,8 @@ void launch_now(Launch& launch) {
   thread_local std::vector<PJRT_Buffer*> outputs;
   PJRT_Event* done = nullptr;
   const size_t num_outputs = launch.buffers.size() - launch.num_args;
+  const bool traced = profiler::tracing();
+  const int64_t launch_ns = traced ? profiler::now_ns() : 0;
   try {
     args.clear();
     for (size_t i = 0; i < launch.num_args; ++i) args.push_back(launch.buffers[i]->raw());
@@ -166,9 +189,9 @@ void launch_now(Launch& launch) {
   }
   for (size_t i = 0; i < num_outputs; ++i) launch.buffers[launch.num_args + i]->fulfil(outputs[i]);
   if (done == nullptr) return;
-  rt.tracker(launch.device)
-      .add(std::make_shared<pjrt::Event>(launch.exe->api(), done), launch.label,
-           std::move(launch.buffers));
+  auto event = std::make_shared<pjrt::Event>(launch.exe->api(), done);
+  if (traced) trace_execution(*event, launch, launch_ns);
+  rt.tracker(launch.device).add(std::move(event), launch.label, std::move(launch.buffers));
 }
 
 void LaunchQueue::run(Launch& launch) {

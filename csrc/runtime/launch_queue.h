@@ -35,6 +35,7 @@ struct Launch {
   std::vector<int64_t> non_donatable;
   int device = 0;
   const char* label = "";  // the op, for error messages
+  uint64_t correlation = 0;  // while profiling: the CPU op that queued it (profiler/trace_hooks.h)
 };
 
 // Hands `launch` to PJRT on the calling thread now: fulfils its outputs and gives the completion

@@ -1,0 +1,244 @@
+#include "profiler/kineto_session.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include <kineto/output_base.h>  // ActivityLogger
+
+#include "profiler/trace_recorder.h"
+
+namespace tpu::profiler {
+// A metadata value written into the JSON trace unquoted (a number).
+struct JsonNumber {
+  std::string text;
+};
+}  // namespace tpu::profiler
+
+// GenericTraceActivity::addMetadata formats its value with fmt, whose compiled part libtorch
+// does not export; this specialisation stores a number's text without fmt.
+template <>
+void libkineto::GenericTraceActivity::addMetadata<tpu::profiler::JsonNumber>(
+    const std::string& key, const tpu::profiler::JsonNumber& value) {
+  metadataMap_.emplace(key, std::make_pair(value.text, false));
+}
+
+namespace tpu::profiler {
+
+namespace {
+
+using libkineto::ActivityType;
+
+JsonNumber number(int64_t v) { return JsonNumber{std::to_string(v)}; }
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// The runtime labels whole programs with sentences made for error messages (exec/fused_graph.cc,
+// python/compiled_graph.cc); the trace names them briefly.
+const char* program_kind(const std::string& label) {
+  if (starts_with(label, "a fused graph")) return "fused_graph";
+  if (starts_with(label, "a compiled graph")) return "compiled_graph";
+  return "op";
+}
+
+std::string program_name(const std::string& label) {
+  if (starts_with(label, "a fused graph of ")) return label.substr(2);  // "fused graph of N ops"
+  if (starts_with(label, "a fused graph")) return "fused graph";
+  if (starts_with(label, "a compiled graph")) return "compiled graph";
+  return label;
+}
+
+// Metadata values are written into the JSON trace as they are.
+std::string json_safe(std::string s) {
+  for (char& c : s) {
+    if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) c = '\'';
+  }
+  return s;
+}
+
+constexpr int64_t kDeviceSortIndex = 0x1000000;  // device rows below the CPU threads
+
+}  // namespace
+
+// ---- TpuActivityProfiler ------------------------------------------------------------------
+
+const std::string& TpuActivityProfiler::name() const {
+  static const std::string kName = "torch_tpu";
+  return kName;
+}
+
+const std::set<ActivityType>& TpuActivityProfiler::availableActivities() const {
+  static const std::set<ActivityType> kTypes = {ActivityType::CONCURRENT_KERNEL,
+                                                ActivityType::PRIVATEUSE1_RUNTIME};
+  return kTypes;
+}
+
+std::unique_ptr<libkineto::IActivityProfilerSession> TpuActivityProfiler::configure(
+    const std::set<ActivityType>& activity_types, const libkineto::Config&) {
+  // ProfilerActivity.PrivateUse1 asks for CONCURRENT_KERNEL (device programs) and
+  // PRIVATEUSE1_RUNTIME; ProfilerActivity.CPU alone asks for PRIVATEUSE1_RUNTIME only.
+  const bool device = activity_types.count(ActivityType::CONCURRENT_KERNEL) > 0;
+  const bool runtime = activity_types.count(ActivityType::PRIVATEUSE1_RUNTIME) > 0;
+  if (!device && !runtime) return nullptr;
+  return std::make_unique<TpuProfilerSession>(device, runtime);
+}
+
+std::unique_ptr<libkineto::IActivityProfilerSession> TpuActivityProfiler::configure(
+    int64_t, int64_t, const std::set<ActivityType>& activity_types, const libkineto::Config& config) {
+  return configure(activity_types, config);
+}
+
+// ---- TpuProfilerSession -------------------------------------------------------------------
+
+TpuProfilerSession::TpuProfilerSession(bool device_activities, bool runtime_activities)
+    : device_activities_(device_activities),
+      runtime_activities_(runtime_activities),
+      buffer_(std::make_unique<libkineto::CpuTraceBuffer>()) {
+  buffer_->span = libkineto::TraceSpan(0, 0, "tpu");
+  buffer_->span.iteration = 0;
+  buffer_->gpuOpCount = 0;
+}
+
+void TpuProfilerSession::start() {
+  TraceRecorder::get().begin();
+  status_ = libkineto::TraceStatus::RECORDING;
+}
+
+void TpuProfilerSession::stop() {
+  TraceRecorder::get().end();
+  status_ = libkineto::TraceStatus::PROCESSING;
+}
+
+void TpuProfilerSession::pushCorrelationId(uint64_t id) { TraceRecorder::get().push_correlation(id); }
+void TpuProfilerSession::popCorrelationId() { TraceRecorder::get().pop_correlation(); }
+// record_function scopes: programs launched directly inside one (a compiled graph called from a
+// record_function block) are linked to it.
+void TpuProfilerSession::pushUserCorrelationId(uint64_t id) { TraceRecorder::get().push_correlation(id); }
+void TpuProfilerSession::popUserCorrelationId() { TraceRecorder::get().pop_correlation(); }
+
+libkineto::GenericTraceActivity& TpuProfilerSession::add(ActivityType type, const std::string& name) {
+  buffer_->emplace_activity(buffer_->span, type, name);
+  return *buffer_->activities.back();
+}
+
+void TpuProfilerSession::processTrace(libkineto::ActivityLogger& logger) {
+  processTrace(logger, nullptr, 0, std::numeric_limits<int64_t>::max());
+}
+
+void TpuProfilerSession::processTrace(libkineto::ActivityLogger& logger,
+                                      libkineto::getLinkedActivityCallback linked_activity,
+                                      int64_t start_ns, int64_t end_ns) {
+  if (end_ns <= 0) end_ns = std::numeric_limits<int64_t>::max();
+  Recorded recorded = TraceRecorder::get().take();
+  auto linked = [&](uint64_t correlation) -> const libkineto::ITraceActivity* {
+    if (correlation == 0 || !linked_activity) return nullptr;
+    return linked_activity(static_cast<int32_t>(correlation));
+  };
+  const int32_t pid = libkineto::processId();
+
+  if (device_activities_) {
+    // Executions that overlap on one device (the host enqueues ahead) go to separate rows, so
+    // each row is a proper timeline; in-order work stays on row 0.
+    std::vector<const ExecutionRecord*> runs;
+    for (const ExecutionRecord& r : recorded.executions) {
+      if (r.done_ns >= start_ns && r.launch_ns <= end_ns) runs.push_back(&r);
+    }
+    std::sort(runs.begin(), runs.end(),
+              [](const auto* a, const auto* b) { return a->launch_ns < b->launch_ns; });
+    std::map<int, std::vector<int64_t>> lane_ends;  // per device: when each row is free again
+    for (const ExecutionRecord* r : runs) {
+      std::vector<int64_t>& ends = lane_ends[r->device];
+      size_t lane = 0;
+      while (lane < ends.size() && ends[lane] > r->launch_ns) ++lane;
+      if (lane == ends.size()) ends.push_back(0);
+      ends[lane] = r->done_ns;
+      rows_.insert({r->device, static_cast<int>(lane)});
+
+      const std::string label = r->label ? r->label : "";
+      const char* kind = program_kind(label);
+      const std::string name =
+          std::string(kind) == "op" ? "tpu::op " + label : std::string("tpu::") + kind;
+      auto& a = add(ActivityType::CONCURRENT_KERNEL, name);
+      a.device = r->device;
+      a.resource = static_cast<int32_t>(lane);
+      a.startTime = r->launch_ns;
+      a.endTime = std::max(r->done_ns, r->launch_ns + 1);
+      a.id = static_cast<int32_t>(r->correlation);
+      a.linked = linked(r->correlation);
+      a.addMetadata("device", number(r->device));
+      a.addMetadata("stream", number(static_cast<int64_t>(lane)));
+      a.addMetadata("correlation", number(static_cast<int64_t>(r->correlation)));
+      a.addMetadataQuoted("kind", kind);
+      a.addMetadataQuoted("program", json_safe(program_name(label)));
+      if (r->failed) a.addMetadata("failed", JsonNumber{"true"});
+      logger.handleActivity(a);
+    }
+  }
+
+  if (runtime_activities_) {
+    for (const CompileRecord& c : recorded.compiles) {
+      if (c.end_ns < start_ns || c.start_ns > end_ns) continue;
+      auto& a = add(ActivityType::PRIVATEUSE1_RUNTIME, "tpu::compile " + program_name(c.program));
+      a.device = pid;
+      a.resource = c.thread;
+      a.threadId = c.thread;
+      a.startTime = c.start_ns;
+      a.endTime = c.end_ns;
+      a.id = static_cast<int32_t>(c.correlation);
+      a.linked = linked(c.correlation);
+      a.addMetadataQuoted("program", json_safe(program_name(c.program)));
+      a.addMetadataQuoted("source", c.source);
+      logger.handleActivity(a);
+    }
+    for (const CacheHitRecord& h : recorded.cache_hits) {
+      if (h.at_ns < start_ns || h.at_ns > end_ns) continue;
+      auto& a = add(ActivityType::PRIVATEUSE1_RUNTIME, "tpu::cache_hit");
+      a.device = pid;
+      a.resource = h.thread;
+      a.threadId = h.thread;
+      a.startTime = h.at_ns;
+      a.endTime = h.at_ns;
+      a.id = static_cast<int32_t>(h.correlation);
+      a.linked = linked(h.correlation);
+      a.addMetadataQuoted("program", json_safe(program_name(h.program)));
+      a.addMetadataQuoted("tier", h.tier);
+      logger.handleActivity(a);
+    }
+  }
+  buffer_->span.startTime = start_ns;
+  buffer_->span.endTime = end_ns == std::numeric_limits<int64_t>::max() ? 0 : end_ns;
+}
+
+std::unique_ptr<libkineto::DeviceInfo> TpuProfilerSession::getDeviceInfo() {
+  // Kineto takes one process description per child profiler: the first device's. Other
+  // devices' rows are named by getResourceInfos().
+  return std::make_unique<libkineto::DeviceInfo>(
+      libkineto::DeviceInfo{0, kDeviceSortIndex, "tpu:0", "TPU 0"});
+}
+
+std::vector<libkineto::ResourceInfo> TpuProfilerSession::getResourceInfos() {
+  std::vector<libkineto::ResourceInfo> out;
+  for (const auto& [device, lane] : rows_) {
+    out.push_back(libkineto::ResourceInfo{
+        lane, lane, device,
+        "tpu:" + std::to_string(device) + " programs" + (lane ? " (overlapping " + std::to_string(lane) + ")" : "")});
+  }
+  return out;
+}
+
+std::unique_ptr<libkineto::CpuTraceBuffer> TpuProfilerSession::getTraceBuffer() {
+  // The trace keeps the activities alive from here on (the logger points into them).
+  return std::move(buffer_);
+}
+
+// Kineto creates the profiler when torch.profiler first prepares a trace (or at once, when it
+// is running already).
+namespace {
+const bool g_registered = [] {
+  libkineto::api().registerProfilerFactory(
+      []() -> std::unique_ptr<libkineto::IActivityProfiler> { return std::make_unique<TpuActivityProfiler>(); });
+  return true;
+}();
+}  // namespace
+
+}  // namespace tpu::profiler

@@ -1,0 +1,57 @@
+// What the torch-free runtime tells a profiler: program executions (launch to completion),
+// compiles and compilation-cache hits. The Kineto integration in this folder implements
+// TraceSink; the core only includes this header.
+//
+// Cost when no profiling session is active: one relaxed atomic load (tracing()) at each
+// launch, compile and cache lookup - no lock, no allocation, no clock read.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace tpu::profiler {
+
+// Nanoseconds since the Unix epoch (Kineto's clock for trace activities).
+inline int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// One program execution on a device, as the runtime observed it.
+struct ExecutionRecord {
+  const char* label = "";    // the op or program (a string with static lifetime)
+  int device = 0;
+  uint64_t correlation = 0;  // the profiled CPU op that launched it; 0 when none
+  int64_t launch_ns = 0;     // PJRT execute called
+  int64_t done_ns = 0;       // its completion event became ready
+  bool failed = false;
+};
+
+class TraceSink {
+ public:
+  virtual ~TraceSink() = default;
+  // The profiled CPU op running on the calling thread (0 when none).
+  virtual uint64_t current_correlation() = 0;
+  // Called from any thread, possibly a PJRT plugin thread.
+  virtual void execution(const ExecutionRecord& record) = 0;
+  // On the thread that compiled `program` (or loaded it from the disk tier: `source`).
+  virtual void compile(const std::string& program, const char* source, int64_t start_ns,
+                       int64_t end_ns) = 0;
+  // On the thread whose lookup found `program` compiled already; `tier` says where.
+  virtual void cache_hit(const std::string& program, const char* tier) = 0;
+};
+
+namespace detail {
+inline std::atomic<bool> g_tracing{false};
+inline TraceSink* g_sink = nullptr;  // installed once, when the extension loads
+}  // namespace detail
+
+// True only while a profiling session collects device activity.
+inline bool tracing() { return detail::g_tracing.load(std::memory_order_relaxed); }
+// Valid whenever tracing() returned true.
+inline TraceSink& sink() { return *detail::g_sink; }
+
+}  // namespace tpu::profiler

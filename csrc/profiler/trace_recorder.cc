@@ -1,0 +1,90 @@
+#include "profiler/trace_recorder.h"
+
+#include <kineto/ThreadUtil.h>  // libkineto::systemThreadId: the tid Kineto gives CPU activities
+
+namespace tpu::profiler {
+
+namespace {
+
+// The correlation ids of the profiled ops open on this thread, innermost last.
+struct CorrelationStack {
+  uint64_t generation = 0;
+  std::vector<uint64_t> ids;
+};
+thread_local CorrelationStack t_correlations;
+
+// Installs the recorder as the runtime's sink when the extension loads, before any op runs.
+const bool g_installed = [] {
+  detail::g_sink = &TraceRecorder::get();
+  return true;
+}();
+
+}  // namespace
+
+TraceRecorder& TraceRecorder::get() {
+  static TraceRecorder* recorder = new TraceRecorder();  // never destroyed: late callbacks
+  return *recorder;
+}
+
+void TraceRecorder::begin() {
+  std::lock_guard<std::mutex> lock(mu_);
+  recorded_ = Recorded{};
+  collecting_ = true;
+  generation_.fetch_add(1);
+  detail::g_tracing.store(true, std::memory_order_relaxed);
+}
+
+void TraceRecorder::end() {
+  detail::g_tracing.store(false, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(mu_);
+  collecting_ = false;
+}
+
+Recorded TraceRecorder::take() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Recorded out = std::move(recorded_);
+  recorded_ = Recorded{};
+  return out;
+}
+
+void TraceRecorder::push_correlation(uint64_t id) {
+  CorrelationStack& s = t_correlations;
+  const uint64_t gen = generation_.load();
+  if (s.generation != gen) {
+    s.ids.clear();
+    s.generation = gen;
+  }
+  s.ids.push_back(id);
+}
+
+void TraceRecorder::pop_correlation() {
+  CorrelationStack& s = t_correlations;
+  if (s.generation == generation_.load() && !s.ids.empty()) s.ids.pop_back();
+}
+
+uint64_t TraceRecorder::current_correlation() {
+  const CorrelationStack& s = t_correlations;
+  if (s.generation != generation_.load() || s.ids.empty()) return 0;
+  return s.ids.back();
+}
+
+void TraceRecorder::execution(const ExecutionRecord& record) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (collecting_) recorded_.executions.push_back(record);
+}
+
+void TraceRecorder::compile(const std::string& program, const char* source, int64_t start_ns,
+                            int64_t end_ns) {
+  CompileRecord r{program, source, start_ns, end_ns, current_correlation(),
+                  libkineto::systemThreadId()};
+  std::lock_guard<std::mutex> lock(mu_);
+  if (collecting_) recorded_.compiles.push_back(std::move(r));
+}
+
+void TraceRecorder::cache_hit(const std::string& program, const char* tier) {
+  CacheHitRecord r{program, tier, now_ns(), current_correlation(), libkineto::systemThreadId()};
+  std::lock_guard<std::mutex> lock(mu_);
+  if (collecting_) recorded_.cache_hits.push_back(std::move(r));
+}
+
+}  // namespace tpu::profiler

@@ -1,0 +1,70 @@
+// The TraceSink the runtime reports to (profiler/trace_hooks.h): it collects executions,
+// compiles and cache hits while a Kineto session (profiler/kineto_session.h) is recording, and
+// keeps, per thread, the correlation id of the profiled CPU op running there (Kineto pushes
+// and pops it around every op).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "profiler/trace_hooks.h"
+
+namespace tpu::profiler {
+
+struct CompileRecord {
+  std::string program;
+  const char* source = "";
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  uint64_t correlation = 0;
+  int32_t thread = 0;
+};
+
+struct CacheHitRecord {
+  std::string program;
+  const char* tier = "";
+  int64_t at_ns = 0;
+  uint64_t correlation = 0;
+  int32_t thread = 0;
+};
+
+struct Recorded {
+  std::vector<ExecutionRecord> executions;
+  std::vector<CompileRecord> compiles;
+  std::vector<CacheHitRecord> cache_hits;
+};
+
+class TraceRecorder final : public TraceSink {
+ public:
+  static TraceRecorder& get();
+
+  // Starts collecting (what an earlier session left is dropped) and turns the runtime's hooks on.
+  void begin();
+  // Turns the hooks off; reports arriving later (a completion already in flight) are dropped.
+  void end();
+  // What was collected since begin().
+  Recorded take();
+
+  void push_correlation(uint64_t id);
+  void pop_correlation();
+
+  uint64_t current_correlation() override;
+  void execution(const ExecutionRecord& record) override;
+  void compile(const std::string& program, const char* source, int64_t start_ns,
+               int64_t end_ns) override;
+  void cache_hit(const std::string& program, const char* tier) override;
+
+ private:
+  TraceRecorder() = default;
+
+  std::mutex mu_;
+  bool collecting_ = false;
+  Recorded recorded_;
+  // Bumped by begin(): correlation stacks left over from an earlier session are ignored.
+  std::atomic<uint64_t> generation_{1};
+};
+
+}  // namespace tpu::profiler

@@ -28,14 +28,20 @@ def _losses(stdout):
 
 
 @pytest.fixture(scope="module")
-def single_process_losses():
-    return _losses(_run([sys.executable, "examples/train_llama.py", *ARGS]))
+def out_dir(tmp_path_factory):
+    """Where the example writes its log, metrics and loss curve (not the repository)."""
+    return str(tmp_path_factory.mktemp("train_llama"))
+
+
+@pytest.fixture(scope="module")
+def single_process_losses(out_dir):
+    return _losses(_run([sys.executable, "examples/train_llama.py", *ARGS, "--out-dir", out_dir]))
 
 
 @pytest.mark.parametrize("flag", ["--ddp", "--fsdp"])
-def test_torchrun_two_processes_follow_the_single_process_curve(flag, single_process_losses):
+def test_torchrun_two_processes_follow_the_single_process_curve(flag, single_process_losses, out_dir):
     stdout = _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                   "examples/train_llama.py", flag, *ARGS])
+                   "examples/train_llama.py", flag, *ARGS, "--out-dir", out_dir])
     assert "over 2 ranks (tpu_dist, host transport)" in stdout, stdout
     assert "CPU fallbacks: 0" in stdout, stdout
     losses = _losses(stdout)

@@ -1,6 +1,8 @@
 // Ops assembled from other tpu ops in C++ (nansum, vdot, equal, addbmm, baddbmm, norm,
 // kthvalue, median, log_sigmoid) and thin kernels over lowering/search.cc
 // (searchsorted, bucketize, isin, bincount, histc, cdist, cross, max_unpool, logcumsumexp).
+#include <cmath>
+
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ExpandUtils.h>
@@ -205,6 +207,10 @@ at::Tensor k_bincount(const at::Tensor& self, const std::optional<at::Tensor>& w
 at::Tensor k_histc(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max) {
   TORCH_CHECK(bins > 0, "torch.histc: bins must be > 0, but got ", bins, " for bins");
   double lo = min.toDouble(), hi = max.toDouble();
+  if (at::isIntegralType(self.scalar_type(), /*includeBool=*/false)) {  // CUDA casts the range to the input type
+    lo = std::trunc(lo);
+    hi = std::trunc(hi);
+  }
   if (lo == hi && self.numel() > 0) {
     lo = self.min().item<double>();
     hi = self.max().item<double>();

@@ -77,8 +77,16 @@ Args lower_histc(Context& ctx, const Args& in) {
   const int64_t n = b.type(in[0]).numel();
   Value x = b.reshape(in[0], {n});
   const TensorType t = b.type(x);
-  Value scaled = b.div(b.mul(b.sub(x, b.full(t, lo)), b.full(t, static_cast<double>(bins))), b.full(t, hi - lo));
-  Value idx = b.convert(b.unary("stablehlo.floor", scaled), ElementType::kI64);
+  Value idx;
+  if (is_floating(t.dtype)) {
+    Value scaled = b.div(b.mul(b.sub(x, b.full(t, lo)), b.full(t, static_cast<double>(bins))), b.full(t, hi - lo));
+    idx = b.convert(b.unary("stablehlo.floor", scaled), ElementType::kI64);
+  } else {
+    // Integer input (as CUDA allows): the bin is (x - min) * bins / (max - min) in integer arithmetic.
+    Value x64 = b.convert(x, ElementType::kI64);
+    const TensorType t64 = b.type(x64);
+    idx = b.div(b.mul(b.sub(x64, b.full(t64, lo)), b.full(t64, static_cast<double>(bins))), b.full(t64, hi - lo));
+  }
   idx = b.select(b.compare(x, b.full(t, hi), Compare::kEQ), b.full(b.type(idx), static_cast<double>(bins - 1)), idx);
   Value inside = b.binary("stablehlo.and", b.compare(x, b.full(t, lo), Compare::kGE), b.compare(x, b.full(t, hi), Compare::kLE));
   idx = b.select(inside, idx, b.full(b.type(idx), static_cast<double>(bins)));  // out of range: dropped

@@ -18,12 +18,13 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[8] = {'T', 'P', 'U', 'E', 'X', 'E', 'C', '\0'};
-constexpr uint32_t kFormat = 1;
+constexpr uint32_t kFormat = 2;  // 2: the machine record
 constexpr const char* kSuffix = ".tpuexe";
 constexpr uint64_t kDefaultMaxBytes = 4ull << 30;
 
-// magic, format, key (hi, lo), payload size, payload fingerprint (hi, lo)
-constexpr size_t kHeaderBytes = sizeof(kMagic) + 4 + 16 + 8 + 16;
+// magic, format, key (hi, lo), machine record size, payload size, fingerprint (hi, lo) of the
+// machine record followed by the payload; then the machine record and the payload.
+constexpr size_t kHeaderBytes = sizeof(kMagic) + 4 + 16 + 4 + 8 + 16;
 
 template <typename T>
 void put(std::string& out, T v) {
@@ -83,8 +84,8 @@ std::vector<EntryFile> scan(const std::string& dir) {
 
 }  // namespace
 
-DiskCache::DiskCache(std::string dir, uint64_t max_bytes)
-    : dir_(std::move(dir)), max_bytes_(max_bytes) {}
+DiskCache::DiskCache(std::string dir, uint64_t max_bytes, std::string machine)
+    : dir_(std::move(dir)), max_bytes_(max_bytes), machine_(std::move(machine)) {}
 
 void DiskCache::account(int64_t delta) const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -126,23 +127,29 @@ std::optional<std::string> DiskCache::load(const Fingerprint& key) {
     stored.lo = get<uint64_t>(bytes, pos);
     ok = stored == key;
   }
+  uint32_t record_size = 0;
   uint64_t size = 0;
   Fingerprint sum;
   if (ok) {
+    record_size = get<uint32_t>(bytes, pos);
     size = get<uint64_t>(bytes, pos);
     sum.hi = get<uint64_t>(bytes, pos);
     sum.lo = get<uint64_t>(bytes, pos);
-    ok = bytes.size() - kHeaderBytes == size;
+    ok = bytes.size() - kHeaderBytes >= record_size && bytes.size() - kHeaderBytes - record_size == size;
   }
-  std::string payload;
-  if (ok) {
-    payload = bytes.substr(kHeaderBytes);
-    ok = fingerprint(payload) == sum;
-  }
+  ok = ok && fingerprint(std::string_view(bytes).substr(kHeaderBytes)) == sum;
   if (!ok) {
     reject(key);
     return std::nullopt;
   }
+  const std::string record = bytes.substr(kHeaderBytes, record_size);
+  if (!missing_features(record, machine_).empty()) {
+    // Compiled on a CPU with extensions this one lacks: a miss, whose recompile replaces it.
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.host_mismatch;
+    return std::nullopt;
+  }
+  std::string payload = bytes.substr(kHeaderBytes + record_size);
   std::error_code ec;
   fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // most recently used
   std::lock_guard<std::mutex> lock(mu_);
@@ -158,11 +165,13 @@ void DiskCache::store(const Fingerprint& key, const std::string& payload) {
   put<uint32_t>(bytes, kFormat);
   put<uint64_t>(bytes, key.hi);
   put<uint64_t>(bytes, key.lo);
+  put<uint32_t>(bytes, static_cast<uint32_t>(machine_.size()));
   put<uint64_t>(bytes, payload.size());
-  const Fingerprint sum = fingerprint(payload);
+  const std::string body = machine_ + payload;
+  const Fingerprint sum = fingerprint(body);
   put<uint64_t>(bytes, sum.hi);
   put<uint64_t>(bytes, sum.lo);
-  bytes += payload;
+  bytes += body;
 
   std::random_device rd;
   const std::string final_path = path_of(key);

@@ -2,8 +2,11 @@
 // (TORCH_TPU_CACHE_DIR, default ~/.cache/torch_tpu; "disabled" turns the tier off).
 //
 // Each entry is one file named by the fingerprint of its key. It starts with a header - magic,
-// format version, the key fingerprint, the payload size and the payload's fingerprint - so a
-// truncated, corrupted or foreign file is detected and never handed to the plugin. Files are
+// format version, the key fingerprint, the sizes of the machine record and the payload and their
+// fingerprint - so a truncated, corrupted or foreign file is detected and never handed to the
+// plugin. The machine record (cache/host_cpu.h) names the CPU features of the machine that
+// compiled the entry: an entry needing a feature this machine lacks is a miss (and recompiled),
+// never loaded - its code could stop the process with SIGILL. Files are
 // written to a private temporary name and renamed into place, so processes sharing the
 // directory see either no entry or a whole one. The directory is bounded in bytes: after a
 // write, the least recently used entries (by modification time; a load touches its file) are
@@ -16,6 +19,7 @@
 #include <string>
 
 #include "cache/fingerprint.h"
+#include "cache/host_cpu.h"
 
 namespace tpu::cache {
 
@@ -24,12 +28,14 @@ struct DiskStats {
   int64_t writes = 0;    // entries written
   int64_t rejected = 0;  // corrupt, truncated or foreign entries found and removed
   int64_t evicted = 0;   // entries deleted to respect the size bound
+  int64_t host_mismatch = 0;  // intact entries compiled for a CPU with features this one lacks
 };
 
 class DiskCache {
  public:
-  // An empty `dir` disables the tier.
-  DiskCache(std::string dir, uint64_t max_bytes);
+  // An empty `dir` disables the tier. `machine`: the record of the CPU this process runs on,
+  // written into new entries and checked against the record of every entry read.
+  DiskCache(std::string dir, uint64_t max_bytes, std::string machine = host_cpu_record());
 
   // Settings from TORCH_TPU_CACHE_DIR and TORCH_TPU_CACHE_MAX_BYTES (default 4 GiB).
   static DiskCache from_environment();
@@ -37,7 +43,8 @@ class DiskCache {
   bool enabled() const { return !dir_.empty(); }
   const std::string& dir() const { return dir_; }
 
-  // The payload stored under `key`, or nullopt (missing, or rejected and deleted).
+  // The payload stored under `key`, or nullopt (missing; rejected and deleted; or compiled for
+  // a CPU with features this one lacks).
   std::optional<std::string> load(const Fingerprint& key);
   // Stores `payload` under `key` (best effort: an unwritable directory only loses the entry).
   void store(const Fingerprint& key, const std::string& payload);
@@ -59,6 +66,7 @@ class DiskCache {
 
   std::string dir_;
   uint64_t max_bytes_;
+  std::string machine_;
   mutable std::mutex mu_;
   DiskStats stats_;
   mutable int64_t tracked_bytes_ = -1;  // -1: not scanned yet

@@ -74,6 +74,7 @@ py::dict cache_stats() {
   d["disk_load_seconds"] = c.disk_load_seconds;
   d["disk_writes"] = c.disk.writes;
   d["disk_rejected"] = c.disk.rejected;
+  d["disk_host_mismatch"] = c.disk.host_mismatch;
   d["disk_evicted"] = c.disk.evicted;
   d["disk_bytes"] = static_cast<int64_t>(ex.executables().disk().bytes_on_disk());
   d["disk_dir"] = ex.executables().disk().dir();

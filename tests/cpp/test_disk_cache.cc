@@ -75,7 +75,7 @@ TEST(DiskCache, RejectsCorruptTruncatedAndForeignEntries) {
 
 TEST(DiskCache, EvictsLeastRecentlyUsedBeyondTheBound) {
   const std::string dir = fresh_dir("evict");
-  DiskCache cache(dir, 2500);  // room for two 1000-byte payloads with headers
+  DiskCache cache(dir, 2500, "sse2");  // room for two 1000-byte payloads with headers
   cache.store(fingerprint("1"), std::string(1000, '1'));
   cache.store(fingerprint("2"), std::string(1000, '2'));
   fs::last_write_time(cache.path_of(fingerprint("1")),

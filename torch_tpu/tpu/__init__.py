@@ -53,7 +53,9 @@ def compilation_cache_stats():
     ``hits`` (lookups answered without compiling: per-op programs, fused graphs and executables
     in memory), ``misses``, ``compiles``, ``compile_seconds``, ``entries`` (executables in
     memory), ``executions``; the disk tier's ``disk_loads``, ``disk_load_seconds``,
-    ``disk_writes``, ``disk_rejected`` (corrupt or foreign entries replaced), ``disk_evicted``,
+    ``disk_writes``, ``disk_rejected`` (corrupt or foreign entries replaced),
+    ``disk_host_mismatch`` (entries compiled on a CPU with instruction-set extensions this one
+    lacks, recompiled instead of loaded), ``disk_evicted``,
     ``disk_bytes`` and ``disk_dir``; and Fused Eager's ``fused_ops_recorded``,
     ``fused_graphs_run``, ``fused_graph_compiles``, ``fused_graph_replays``,
     ``fused_flushes_by_repeat`` and ``fused_flushes_by_size``; ``donated_buffers`` (input

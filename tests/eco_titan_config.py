@@ -22,13 +22,12 @@ def _with_sdpa(model_spec):
 
 def _for_tpu(config, model_spec):
     """SDPA attention; no activation checkpointing (recomputation buys nothing at debug sizes);
-    the foreach AdamW (torchtitan's default "fused" calls ``_fused_adamw_``, which has CUDA and
-    CPU kernels only); and FSDP2 over a plain DeviceMesh ("partial_dtensor"): torchtitan 0.3's
-    default "spmd_types" backend fails under torch 2.13 on every device ("When dp_mesh_dims is
-    provided, all parameters must be DTensors on the full SPMD mesh")."""
+    and FSDP2 over a plain DeviceMesh ("partial_dtensor"): torchtitan 0.3's default "spmd_types"
+    backend fails under torch 2.13 on every device ("When dp_mesh_dims is provided, all parameters
+    must be DTensors on the full SPMD mesh"). The optimizer stays torchtitan's default, the fused
+    AdamW (``_fused_adamw_`` has a tpu kernel)."""
     config.model_spec = _with_sdpa(model_spec)
     config.activation_checkpoint = None
-    config.optimizer.implementation = "foreach"
     config.parallelism.spmd_backend = "partial_dtensor"
     return config
 

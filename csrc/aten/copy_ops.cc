@@ -93,6 +93,10 @@ void device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_block
   } catch (const std::exception& e) {
     TORCH_CHECK(false, runtime::device_error_message(writer, e.what()));
   }
+  // A blocking read is a synchronization: it raises a failed torch._assert_async of the device.
+  if (auto failed = runtime::Runtime::get().tracker(tpu_index(src)).checks().take_failure()) {
+    TORCH_CHECK(false, *failed);
+  }
   if (!direct) dst.copy_(host);
 }
 

@@ -178,6 +178,15 @@ PYBIND11_MODULE(_C, m) {
     d["inlined"] = s.inlined;
     return d;
   });
+  m.def("_deferred_check_stats", [](int i) {
+    // torch._assert_async verdicts of a device (runtime/deferred_checks.h), for tests.
+    auto s = runtime::Runtime::get().tracker(i < 0 ? device::current_device() : i).checks().stats();
+    py::dict d;
+    d["pending"] = s.pending;
+    d["evaluated"] = s.evaluated;
+    d["failed"] = s.failed;
+    return d;
+  });
   m.def("_record_last_program", [](bool on) { exec::Executor::get().record_last(on); });
   m.def("_replay_last_raw", [](int n) {
     py::gil_scoped_release release;

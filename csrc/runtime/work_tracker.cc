@@ -73,12 +73,15 @@ void WorkTracker::synchronize() {
       }
     }
   }
+  // Every verdict is computed by now; a device error is reported before a failed assertion.
+  std::optional<std::string> failed_check = checks_.take_failure();
   std::lock_guard<std::mutex> lock(mu_);
   if (first_error_) {
     error = std::move(first_error_);
     first_error_.reset();
   }
   if (error) throw std::runtime_error(*error);
+  if (failed_check) throw std::runtime_error(*failed_check);
 }
 
 bool WorkTracker::idle() {

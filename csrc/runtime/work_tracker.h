@@ -12,6 +12,7 @@
 
 #include "pjrt/buffer.h"
 #include "pjrt/event.h"
+#include "runtime/deferred_checks.h"
 
 namespace tpu::runtime {
 
@@ -32,6 +33,9 @@ class WorkTracker {
   bool idle();
   // The events of the outstanding work (for torch Event.record).
   std::vector<std::shared_ptr<pjrt::Event>> pending();
+  // Device-side assertions of this device (torch._assert_async), raised by the next synchronize
+  // or blocking host read (runtime/deferred_checks.h).
+  DeferredChecks& checks() { return checks_; }
 
   static constexpr size_t kMaxPending = 4096;
 
@@ -47,6 +51,7 @@ class WorkTracker {
   std::mutex mu_;
   std::deque<Item> items_;
   std::optional<std::string> first_error_;
+  DeferredChecks checks_;
 };
 
 // "torch_tpu: device error in aten::foo: <message>"

@@ -12,6 +12,7 @@ import warnings
 
 from torch._dynamo.backends.common import aot_autograd
 
+from .asserts import keep_asserts_without_message
 from .graph_runner import CompiledFxGraph
 
 # torch.compile's `mode=` values and `options=` keys are Inductor's. They are accepted and
@@ -47,4 +48,5 @@ def tpu_backend(gm, example_inputs, mode=None, options=None):
         _note_unused(f"mode={mode!r}")
     for key in sorted(options or {}):
         _note_unused(f"option {key!r}")
+    keep_asserts_without_message(gm)
     return _aot_backend(gm, example_inputs)

@@ -25,7 +25,7 @@ import torch
 
 from .. import _C
 from ..execution_mode import EagerMode, mode
-from . import buckets
+from . import asserts, buckets
 
 _DEFAULT_SHAPE_LIMIT = 8
 
@@ -86,6 +86,8 @@ class CompiledFxGraph:
         self._boxed_call = True
         self.gm = gm
         self.kind = kind
+        # torch._assert_async conditions become extra outputs, checked after each call (asserts.py).
+        self.assert_messages = asserts.hoist_asserts(gm)
         self.variants = {}  # non-tensor arguments -> [_Variant]
         self.variant_count = 0
         self.has_host_inputs = None
@@ -97,9 +99,15 @@ class CompiledFxGraph:
         # A graph with a dynamic size runs padded to buckets when its ops allow (buckets.py).
         self.bucket_plan, self.bucket_reason = None, None
         if buckets.enabled() and _has_dynamic_sizes(gm):
-            self.bucket_plan, self.bucket_reason = buckets.plan(gm, kind)
+            if self.assert_messages:
+                self.bucket_reason = "it asserts on device values (torch._assert_async), which padding could change"
+            else:
+                self.bucket_plan, self.bucket_reason = buckets.plan(gm, kind)
 
     def __call__(self, *args):
+        return asserts.check_conditions(self._call_graph(*args), self.assert_messages)
+
+    def _call_graph(self, *args):
         # Boxed (one list) when AOTAutograd sees _boxed_call, unpacked when a wrapper hid it.
         if len(args) == 1 and isinstance(args[0], list):
             args = args[0]

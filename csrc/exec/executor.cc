@@ -103,12 +103,31 @@ void Executor::count_execution() {
   ++stats_.executions;
 }
 
+namespace {
+
+// XLA options every program is compiled with so that it computes PyTorch's results. XLA's CPU and
+// GPU compilers default to "fast" min/max, which return the other operand when one is NaN: with
+// it, max/amax/clamp/maximum drop NaN where PyTorch propagates it. Turning it off keeps the one
+// native instruction (measured: amax of 2048x2048 in the same time as with the fast form).
+std::vector<std::pair<std::string, pjrt::CompileOptions::Override>> semantics_overrides(
+    const std::string& platform) {
+  if (platform == "cpu") return {{"xla_cpu_enable_fast_min_max", false}};
+  if (platform == "cuda" || platform == "gpu" || platform == "rocm") {
+    return {{"xla_gpu_enable_fast_min_max", false}};
+  }
+  return {};  // TPU: max and min propagate NaN natively
+}
+
+}  // namespace
+
 std::shared_ptr<pjrt::LoadedExecutable> Executor::compile(const std::string& mlir,
                                                           const std::string& what,
                                                           const std::vector<int64_t>& replica_devices) {
   runtime::Runtime& rt = runtime::Runtime::get();
-  const std::string options = pjrt::serialize(
-      replica_devices.empty() ? pjrt::CompileOptions{} : pjrt::replicated_over(replica_devices));
+  pjrt::CompileOptions compile_options =
+      replica_devices.empty() ? pjrt::CompileOptions{} : pjrt::replicated_over(replica_devices);
+  compile_options.env_option_overrides = semantics_overrides(rt.client().platform_name());
+  const std::string options = pjrt::serialize(compile_options);
   // The key: program text, compile options, plugin identity and version, device kind.
   const std::string description =
       mlir + '\0' + options + '\0' + rt.identity() + '\0' + rt.device(0).kind;

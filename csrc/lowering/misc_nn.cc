@@ -244,15 +244,22 @@ Args lower_mode(Context& ctx, const Args& in) {
   const TensorType it{ElementType::kI64, pair};
   Value last = b.reduce(b.select(same, b.iota(it, r), b.full(it, -1)), b.constant_int(ElementType::kI64, -1), {r},
                         ReduceKind::kMax);
+  // Among the elements of the winning value the one at `last` wins (the later position), so
+  // the value returned is the very element the index names (-0.0 and +0.0 compare equal).
+  Value pos = b.iota(TensorType{ElementType::kI64, xd}, dim);
+  const Value i64_init = b.constant_int(ElementType::kI64, -1);
   auto best = b.reduce_multi(
-      {count, x, last}, {b.constant_int(ElementType::kI64, -1), b.constant(b.dtype(x), 0), b.constant_int(ElementType::kI64, 0)},
+      {count, x, last, pos}, {i64_init, b.constant(b.dtype(x), 0), b.constant_int(ElementType::kI64, 0), i64_init},
       {dim}, [&](const std::vector<Value>& a) {
-        // a: acc (count, value, last), elem (count, value, last)
-        Value more = b.compare(a[3], a[0], Compare::kGT);
-        Value tie = b.compare(a[3], a[0], Compare::kEQ);
-        Value smaller = b.compare(a[4], a[1], Compare::kLT);
-        Value take = b.binary("stablehlo.or", more, b.binary("stablehlo.and", tie, smaller));
-        return std::vector<Value>{b.select(take, a[3], a[0]), b.select(take, a[4], a[1]), b.select(take, a[5], a[2])};
+        // a: acc (count, value, last, pos), elem (count, value, last, pos)
+        Value more = b.compare(a[4], a[0], Compare::kGT);
+        Value tie = b.compare(a[4], a[0], Compare::kEQ);
+        Value smaller = b.compare(a[5], a[1], Compare::kLT);
+        Value equal = b.binary("stablehlo.and", b.compare(a[5], a[1], Compare::kEQ), b.compare(a[7], a[3], Compare::kGT));
+        Value take = b.binary("stablehlo.or", more,
+                              b.binary("stablehlo.and", tie, b.binary("stablehlo.or", smaller, equal)));
+        return std::vector<Value>{b.select(take, a[4], a[0]), b.select(take, a[5], a[1]), b.select(take, a[6], a[2]),
+                                  b.select(take, a[7], a[3])};
       });
   return {best[1], best[2]};
 }

@@ -53,9 +53,9 @@ Value elu_grad(Context& ctx, const Args& a) {
 }
 
 const PointwiseEntry kGrad[] = {
-    // threshold_backward(grad, self, threshold): grad where self > threshold
+    // threshold_backward(grad, self, threshold): 0 where self <= threshold, else grad (NaN too)
     {"threshold_backward", [](Context& c, const Args& a) {
-       return c.b.select(c.b.compare(a[1], a[2], Compare::kGT), a[0], zero(c.b, a[0]));
+       return c.b.select(c.b.compare(a[1], a[2], Compare::kLE), zero(c.b, a[0]), a[0]);
      }},
     {"sigmoid_backward", [](Context& c, const Args& a) {  // (grad, output)
        auto& b = c.b;

@@ -128,7 +128,9 @@ Value gelu(Context& ctx, const Args& a) {
   return b.mul(b.mul(x, half), b.add(scalar_like(b, x, 1), e));
 }
 
-// Clamp with optional bounds: args [x, (min), (max)] (schema indices 1, 2).
+// Clamp with optional bounds: args [x, (min), (max)] (schema indices 1, 2). As in ATen, a NaN
+// in x or in a bound gives NaN (programs compile with NaN-propagating max/min: exec/executor.cc),
+// and min > max gives max.
 Value clamp(Context& ctx, const Args& a) {
   auto& b = ctx.b;
   Value x = a[0];
@@ -253,11 +255,12 @@ const PointwiseEntry kUnary[] = {
     {"hardshrink", [](Context& c, const Args& a) {
        auto& b = c.b;
        Value x = a[0], l = a[1];
-       Value keep = logical_or(b, b.compare(x, l, Compare::kGT), b.compare(x, b.neg(l), Compare::kLT));
-       return b.select(keep, x, scalar_like(b, x, 0));
+       // ATen zeroes -l <= x <= l, so a NaN x stays NaN.
+       Value inside = logical_and(b, b.compare(x, b.neg(l), Compare::kGE), b.compare(x, l, Compare::kLE));
+       return b.select(inside, scalar_like(b, x, 0), x);
      }},
-    {"threshold", [](Context& c, const Args& a) {
-       return c.b.select(c.b.compare(a[0], a[1], Compare::kGT), a[0], a[2]);
+    {"threshold", [](Context& c, const Args& a) {  // ATen: x <= threshold ? value : x (NaN stays)
+       return c.b.select(c.b.compare(a[0], a[1], Compare::kLE), a[2], a[0]);
      }},
     {"clamp", clamp},
     {"clamp_min", [](Context& c, const Args& a) { return c.b.max(a[0], a[1]); }},

@@ -75,6 +75,15 @@ int64_t count_of(Builder& b, Value x, const Dims& dims) {
   return n;
 }
 
+// A zero sum is +0.0: ATen adds into an accumulator that starts at +0.0, while XLA may drop the
+// init of a reduction over one element (or none) and keep a -0.0. (max/min reductions propagate
+// NaN natively: programs compile without XLA's fast min/max, exec/executor.cc.)
+Value sum_zero_sign(Builder& b, Value sum) {
+  if (!is_floating(b.dtype(sum))) return sum;
+  Value zero = b.full(b.type(sum), 0);
+  return b.select(b.compare(sum, zero, Compare::kEQ), zero, sum);
+}
+
 Args simple(Context& ctx, const Args& in, ReduceKind kind) {
   auto& b = ctx.b;
   const Dims& dims = ctx.attrs.get_ints("dims");
@@ -82,13 +91,15 @@ Args simple(Context& ctx, const Args& in, ReduceKind kind) {
   if (b.dtype(x) == ElementType::kBool && (kind == ReduceKind::kSum || kind == ReduceKind::kProd)) {
     x = b.convert(x, ElementType::kI64);
   }
-  return {finish(ctx, reduce(b, x, dims, kind), b.dims(in[0]), dims)};
+  Value r = reduce(b, x, dims, kind);
+  if (kind == ReduceKind::kSum) r = sum_zero_sign(b, r);
+  return {finish(ctx, r, b.dims(in[0]), dims)};
 }
 
 Args lower_mean(Context& ctx, const Args& in) {
   auto& b = ctx.b;
   const Dims& dims = ctx.attrs.get_ints("dims");
-  Value s = reduce(b, in[0], dims, ReduceKind::kSum);
+  Value s = sum_zero_sign(b, reduce(b, in[0], dims, ReduceKind::kSum));
   Value mean = b.div(s, b.full(b.type(s), static_cast<double>(count_of(b, in[0], dims))));
   return {finish(ctx, mean, b.dims(in[0]), dims)};
 }
@@ -190,7 +201,8 @@ Args lower_cum(Context& ctx, const Args& in, ReduceKind kind) {
   Value x = in[0];
   if (b.type(x).rank() == 0) return {x};
   if (b.dtype(x) == ElementType::kBool) x = b.convert(x, ElementType::kI64);
-  return {inclusive_scan(b, x, ctx.attrs.get_int("dim"), kind)};
+  Value r = inclusive_scan(b, x, ctx.attrs.get_int("dim"), kind);
+  return {kind == ReduceKind::kSum ? sum_zero_sign(b, r) : r};
 }
 
 // cummax / cummin: (values, indices); on ties and after a NaN the later index wins.

@@ -58,42 +58,31 @@ void adam_step(at::TensorList params, at::TensorList grads, at::TensorList exp_a
   }
 }
 
-void k_fused_adamw_(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-                    at::TensorList max_exp_avg_sqs, at::TensorList state_steps, double lr, double beta1, double beta2,
-                    double weight_decay, double eps, bool amsgrad, bool maximize,
-                    const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
-  adam_step(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, Lr{lr, std::nullopt}, beta1, beta2,
-            weight_decay, eps, amsgrad, maximize, grad_scale, found_inf, /*decoupled_decay=*/true);
-}
-void k_fused_adamw_tensor_lr_(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs,
-                              at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs, at::TensorList state_steps,
-                              const at::Tensor& lr, double beta1, double beta2, double weight_decay, double eps,
-                              bool amsgrad, bool maximize, const std::optional<at::Tensor>& grad_scale,
-                              const std::optional<at::Tensor>& found_inf) {
-  adam_step(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, Lr{0, lr}, beta1, beta2, weight_decay,
-            eps, amsgrad, maximize, grad_scale, found_inf, /*decoupled_decay=*/true);
-}
+// aten::_fused_adam(w)_ with a float lr; kDecoupled: AdamW's decoupled weight decay.
+template <bool kDecoupled>
 void k_fused_adam_(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                    at::TensorList max_exp_avg_sqs, at::TensorList state_steps, double lr, double beta1, double beta2,
                    double weight_decay, double eps, bool amsgrad, bool maximize,
                    const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
   adam_step(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, Lr{lr, std::nullopt}, beta1, beta2,
-            weight_decay, eps, amsgrad, maximize, grad_scale, found_inf, /*decoupled_decay=*/false);
+            weight_decay, eps, amsgrad, maximize, grad_scale, found_inf, kDecoupled);
 }
+// The .tensor_lr overloads: the learning rate is a tensor.
+template <bool kDecoupled>
 void k_fused_adam_tensor_lr_(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs,
                              at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs, at::TensorList state_steps,
                              const at::Tensor& lr, double beta1, double beta2, double weight_decay, double eps,
                              bool amsgrad, bool maximize, const std::optional<at::Tensor>& grad_scale,
                              const std::optional<at::Tensor>& found_inf) {
   adam_step(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, Lr{0, lr}, beta1, beta2, weight_decay,
-            eps, amsgrad, maximize, grad_scale, found_inf, /*decoupled_decay=*/false);
+            eps, amsgrad, maximize, grad_scale, found_inf, kDecoupled);
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_fused_adamw_", k_fused_adamw_);
-  m.impl("_fused_adamw_.tensor_lr", k_fused_adamw_tensor_lr_);
-  m.impl("_fused_adam_", k_fused_adam_);
-  m.impl("_fused_adam_.tensor_lr", k_fused_adam_tensor_lr_);
+  m.impl("_fused_adamw_", k_fused_adam_<true>);
+  m.impl("_fused_adamw_.tensor_lr", k_fused_adam_tensor_lr_<true>);
+  m.impl("_fused_adam_", k_fused_adam_<false>);
+  m.impl("_fused_adam_.tensor_lr", k_fused_adam_tensor_lr_<false>);
 }
 
 }  // namespace

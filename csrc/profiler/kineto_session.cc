@@ -176,31 +176,30 @@ void TpuProfilerSession::processTrace(libkineto::ActivityLogger& logger,
   }
 
   if (runtime_activities_) {
+    // A CPU-side event of the runtime (compile, cache hit) on the thread that caused it.
+    auto runtime_event = [&](const std::string& name, int32_t thread, int64_t begin, int64_t end,
+                             uint64_t correlation, const std::string& program) -> libkineto::GenericTraceActivity& {
+      auto& a = add(ActivityType::PRIVATEUSE1_RUNTIME, name);
+      a.device = pid;
+      a.resource = thread;
+      a.threadId = thread;
+      a.startTime = begin;
+      a.endTime = end;
+      a.id = static_cast<int32_t>(correlation);
+      a.linked = linked(correlation);
+      a.addMetadataQuoted("program", json_safe(program_name(program)));
+      return a;
+    };
     for (const CompileRecord& c : recorded.compiles) {
       if (c.end_ns < start_ns || c.start_ns > end_ns) continue;
-      auto& a = add(ActivityType::PRIVATEUSE1_RUNTIME, "tpu::compile " + program_name(c.program));
-      a.device = pid;
-      a.resource = c.thread;
-      a.threadId = c.thread;
-      a.startTime = c.start_ns;
-      a.endTime = c.end_ns;
-      a.id = static_cast<int32_t>(c.correlation);
-      a.linked = linked(c.correlation);
-      a.addMetadataQuoted("program", json_safe(program_name(c.program)));
+      auto& a = runtime_event("tpu::compile " + program_name(c.program), c.thread, c.start_ns, c.end_ns,
+                              c.correlation, c.program);
       a.addMetadataQuoted("source", c.source);
       logger.handleActivity(a);
     }
     for (const CacheHitRecord& h : recorded.cache_hits) {
       if (h.at_ns < start_ns || h.at_ns > end_ns) continue;
-      auto& a = add(ActivityType::PRIVATEUSE1_RUNTIME, "tpu::cache_hit");
-      a.device = pid;
-      a.resource = h.thread;
-      a.threadId = h.thread;
-      a.startTime = h.at_ns;
-      a.endTime = h.at_ns;
-      a.id = static_cast<int32_t>(h.correlation);
-      a.linked = linked(h.correlation);
-      a.addMetadataQuoted("program", json_safe(program_name(h.program)));
+      auto& a = runtime_event("tpu::cache_hit", h.thread, h.at_ns, h.at_ns, h.correlation, h.program);
       a.addMetadataQuoted("tier", h.tier);
       logger.handleActivity(a);
     }

@@ -16,6 +16,8 @@ from . import _plugin  # noqa: E402
 from . import _C  # noqa: E402
 
 _C._set_default_plugin_path(_plugin.default_plugin_path() or "")
+# Raised at the first device use when TORCH_TPU_PLATFORM's plugin is not installed.
+_C._set_plugin_search_error(_plugin.plugin_search_error() or "")
 
 torch.utils.rename_privateuse1_backend("tpu")
 

@@ -28,6 +28,11 @@ std::unique_ptr<Client> Client::create(std::shared_ptr<Plugin> plugin,
         v.string_value = o.string_value.c_str();
         v.value_size = o.string_value.size();
         break;
+      case NamedOption::Kind::kInt64List:
+        v.type = PJRT_NamedValue_kInt64List;
+        v.int64_array_value = o.int_list.data();
+        v.value_size = o.int_list.size();
+        break;
     }
   }
   PJRT_Client_Create_Args args{};

@@ -20,10 +20,11 @@ namespace tpu::pjrt {
 
 // A PJRT_NamedValue client-creation option.
 struct NamedOption {
-  enum class Kind { kInt64, kBool, kString, kFloat };
+  enum class Kind { kInt64, kBool, kString, kFloat, kInt64List };
   std::string name;
   Kind kind = Kind::kInt64;
   int64_t int_value = 0;
+  std::vector<int64_t> int_list;
   bool bool_value = false;
   std::string string_value;
   float float_value = 0;
@@ -31,6 +32,8 @@ struct NamedOption {
   static NamedOption int64(std::string n, int64_t v) { NamedOption o; o.name = std::move(n); o.kind = Kind::kInt64; o.int_value = v; return o; }
   static NamedOption boolean(std::string n, bool v) { NamedOption o; o.name = std::move(n); o.kind = Kind::kBool; o.bool_value = v; return o; }
   static NamedOption string(std::string n, std::string v) { NamedOption o; o.name = std::move(n); o.kind = Kind::kString; o.string_value = std::move(v); return o; }
+  static NamedOption floating(std::string n, float v) { NamedOption o; o.name = std::move(n); o.kind = Kind::kFloat; o.float_value = v; return o; }
+  static NamedOption int64_list(std::string n, std::vector<int64_t> v) { NamedOption o; o.name = std::move(n); o.kind = Kind::kInt64List; o.int_list = std::move(v); return o; }
 };
 
 struct DeviceInfo {

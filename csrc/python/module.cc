@@ -116,6 +116,7 @@ PYBIND11_MODULE(_C, m) {
   });
 
   m.def("_set_default_plugin_path", &runtime::Runtime::set_default_plugin_path);
+  m.def("_set_plugin_search_error", &runtime::Runtime::set_plugin_search_error);
   m.def("_configured_plugin_path", &runtime::Runtime::configured_plugin_path);
   m.def("_init", [] { runtime::Runtime::get(); });
   m.def("_is_initialized", &runtime::Runtime::created);

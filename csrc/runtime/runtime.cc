@@ -4,6 +4,8 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "runtime/client_options.h"
+
 namespace tpu::runtime {
 
 namespace {
@@ -34,25 +36,25 @@ const char* env(const char* name) {
 }
 
 bool is_xla_cpu_plugin(const std::string& path) {
-  // The CPU plugin takes the cpu_device_count option; other plugins may reject unknown options.
-  const std::string base = path.substr(path.find_last_of('/') + 1);
-  return base.find("cpu") != std::string::npos;
+  try {
+    return plugin_kind(path, process_env()) == PluginKind::kXlaCpu;
+  } catch (const std::exception&) {
+    return false;  // a bad TORCH_TPU_PLATFORM is reported when the runtime is created
+  }
 }
 
-int cpu_device_count() {
-  const char* v = env("TORCH_TPU_CPU_DEVICE_COUNT");
-  if (v == nullptr) return 1;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  if (*end != '\0' || n < 1 || n > 1024) {
-    throw std::runtime_error(std::string("TORCH_TPU_CPU_DEVICE_COUNT='") + v +
-                             "' is not a device count. Fix: set it to an integer from 1 to 1024, "
-                             "or unset it (default 1).");
-  }
-  return static_cast<int>(n);
+// Why no default plugin was found (set by the Python package's plugin search), if it said.
+std::string& plugin_search_error() {
+  static std::string e;
+  return e;
 }
 
 }  // namespace
+
+void Runtime::set_plugin_search_error(const std::string& message) {
+  std::lock_guard<std::mutex> lock(init_mutex());
+  plugin_search_error() = message;
+}
 
 void Runtime::set_default_plugin_path(const std::string& path) {
   std::lock_guard<std::mutex> lock(init_mutex());
@@ -93,6 +95,9 @@ Runtime& Runtime::get() {
       path = p;
     } else {
       path = default_path();
+      if (path.empty() && !plugin_search_error().empty()) {
+        throw pjrt::PluginError(plugin_search_error());
+      }
       if (path.empty()) {
         throw pjrt::PluginError(
             "torch_tpu found no PJRT plugin: the default XLA CPU plugin (package "
@@ -101,17 +106,11 @@ Runtime& Runtime::get() {
       }
     }
     std::shared_ptr<pjrt::Plugin> plugin = pjrt::Plugin::load(path);
-    std::vector<pjrt::NamedOption> options;
+    const PluginKind kind = plugin_kind(path, process_env());
+    const std::vector<pjrt::NamedOption> options = client_create_options(
+        kind, process_env(), processes().node_id, processes().num_nodes);
     std::shared_ptr<pjrt::KeyValueStore> kv;
-    if (is_xla_cpu_plugin(path)) {
-      options.push_back(pjrt::NamedOption::int64("cpu_device_count", cpu_device_count()));
-      options.push_back(pjrt::NamedOption::boolean("asynchronous", true));
-    } else if (processes().num_nodes > 1) {
-      // One client per process, all of them one distributed client (the XLA CUDA plugin's options).
-      options.push_back(pjrt::NamedOption::int64("node_id", processes().node_id));
-      options.push_back(pjrt::NamedOption::int64("num_nodes", processes().num_nodes));
-      kv = processes().store;
-    }
+    if (kind != PluginKind::kXlaCpu && processes().num_nodes > 1) kv = processes().store;
     std::unique_ptr<pjrt::Client> client;
     try {
       client = pjrt::Client::create(plugin, options, kv);

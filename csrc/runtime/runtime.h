@@ -5,7 +5,8 @@
 // Configuration (read once, at creation):
 //   TORCH_TPU_PJRT_PLUGIN=/path/to/plugin.so  - the PJRT plugin to load; default: the XLA CPU
 //                                               plugin of the installed xla-cpu-pjrt package
-//   TORCH_TPU_CPU_DEVICE_COUNT=N              - devices of the XLA CPU plugin (default 1)
+//   TORCH_TPU_PLATFORM, TORCH_TPU_CPU_DEVICE_COUNT, TORCH_TPU_GPU_*   - client options, see
+//                                               runtime/client_options.h
 #pragma once
 
 #include <memory>
@@ -28,6 +29,9 @@ class Runtime {
   // The plugin used when TORCH_TPU_PJRT_PLUGIN is not set (found by the Python package).
   static void set_default_plugin_path(const std::string& path);
   static std::string default_plugin_path();
+  // The error to raise when there is no default plugin (the Python search's message naming
+  // what it looked for); empty: the generic one.
+  static void set_plugin_search_error(const std::string& message);
   // The path that will be (or was) loaded.
   static std::string configured_plugin_path();
   // Whether the configured plugin runs collectives across processes (every plugin but XLA's CPU

@@ -1,6 +1,14 @@
 """A CI-sized slice of the OpInfo conformance sweep (conformance/opinfo_sweep.py): these
 entries must pass every float32 forward and backward sample (and bfloat16 / int64 / bool
-forward where the OpInfo supports them) against the CPU, with no CPU fallback."""
+forward where the OpInfo supports them) against the CPU, with no CPU fallback. It uses the
+sweep's own comparison (only half-precision outputs get the float64-reference exemption).
+Each dtype and direction gets a 30 s budget; samples past it are not run and are named in a
+warning (nn.functional.max_pool2d has about a thousand samples per dtype, most of them cut).
+
+No entry is an expected failure today; one that must become one goes in a documented list here
+with its reason, never through a looser comparison."""
+
+import warnings
 
 import pytest
 from torch.testing._internal.common_methods_invocations import op_db
@@ -56,11 +64,18 @@ DTYPES = {"sort": ["float32"], "topk": ["float32"]}
 def test_opinfo_entry(name, no_fallback):
     dtypes = DTYPES.get(name, ["float32", "bfloat16", "int64", "bool"])
     result = check_op(BY_NAME[name], dtypes, backward=True, time_budget=30.0)
-    problems = {}
+    problems, truncated = {}, {}
     for dtype, r in result["dtypes"].items():
         for key in ("forward", "backward"):
             c = r.get(key)
-            if c and (c["error"] or c["mismatch"] or c["fallback"]):
+            if not c:
+                continue
+            if c.get("inputs_failed") or c["error"] or c["mismatch"] or c["fallback"]:
                 problems[f"{dtype} {key}"] = r.get("messages", {}).get(key, c)
+            if c.get("truncated"):
+                truncated[f"{dtype} {key}"] = c["truncated"]
+    if truncated:
+        # A loaded machine can run out of budget: the uncompared samples are reported, not hidden.
+        warnings.warn(f"{name}: samples cut by the time budget: {truncated}")
     assert any(r.get("forward", {}).get("pass", 0) > 0 for r in result["dtypes"].values()), result
     assert not problems, problems

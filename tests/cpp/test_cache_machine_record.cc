@@ -39,13 +39,7 @@ std::string loader_line(const std::string& feature) {
 const char* kPreface =
     "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n";
 
-const char* kAdd = R"(
-module @m {
-  func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>) {
-    %0 = "stablehlo.add"(%a, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-    "func.return"(%0) : (tensor<4xf32>) -> ()
-  }
-})";
+const char* kAdd = tpu::testing::kAddProgram;
 
 }  // namespace
 

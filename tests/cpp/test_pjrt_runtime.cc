@@ -16,13 +16,7 @@ namespace {
 
 using testing::HostArray;
 
-const char* kAdd = R"(
-module @m {
-  func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>) {
-    %0 = "stablehlo.add"(%a, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-    "func.return"(%0) : (tensor<4xf32>) -> ()
-  }
-})";
+const char* kAdd = testing::kAddProgram;
 
 TEST(Plugin, LoadsTheCpuPluginAndChecksItsVersion) {
   auto plugin = testing::cpu_plugin();

@@ -47,6 +47,15 @@ struct HostArray {
   }
 };
 
+// A StableHLO program adding two f32[4] vectors: the smallest real executable.
+inline constexpr const char* kAddProgram = R"(
+module @m {
+  func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>) {
+    %0 = "stablehlo.add"(%a, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    "func.return"(%0) : (tensor<4xf32>) -> ()
+  }
+})";
+
 // Compiles `mlir` on the shared client, runs it on `device` with `inputs`, returns the outputs.
 std::vector<HostArray> run_program(const std::string& mlir, const std::vector<HostArray>& inputs,
                                    int device = 0);

@@ -1,6 +1,8 @@
-// Embedding gradient and EmbeddingBag (forward, dense backward, per-sample-weight backward).
+// Embedding (PyTorch's composite, naming itself in index checks), its gradient, and EmbeddingBag (forward, dense backward, per-sample-weight backward).
+#include <ATen/ops/embedding_native.h>
 #include <torch/library.h>
 
+#include "aten/index_checks.h"
 #include "aten/op_runner.h"
 #include "aten/tensor_access.h"
 #include "aten/type_promotion.h"
@@ -9,6 +11,13 @@ namespace tpu::aten {
 namespace {
 
 bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
+
+// PyTorch's own embedding (index_select of rows); an out-of-range index reports "embedding".
+at::Tensor k_embedding(const at::Tensor& weight, const at::Tensor& indices, c10::SymInt padding_idx,
+                       bool scale_grad_by_freq, bool sparse) {
+  IndexCheckOpName name("embedding");
+  return at::native::embedding_symint(weight, indices, std::move(padding_idx), scale_grad_by_freq, sparse);
+}
 
 at::Tensor k_embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices, int64_t num_weights,
                                       int64_t padding_idx, bool scale_grad_by_freq) {
@@ -82,6 +91,7 @@ at::Tensor& k_embedding_renorm_(at::Tensor& self, const at::Tensor& indices, dou
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("embedding", k_embedding);
   m.impl("embedding_renorm_", k_embedding_renorm_);
   m.impl("_embedding_bag_backward", k_embedding_bag_backward);
   m.impl("embedding_dense_backward", k_embedding_dense_backward);

@@ -2,12 +2,13 @@
 // dim, index_select/add/copy/fill/reduce, take/put, masked_scatter_, nonzero, masked_select.
 //
 // Data-dependent output sizes (nonzero, masked_select, boolean masks in indexing) read the count
-// from the device first, as CUDA does. Out-of-range indices are not checked on the device: XLA
-// clamps them (see docs/design.md).
+// from the device first, as CUDA does. Out-of-range indices are checked only when asked
+// (Debug mode or TORCH_TPU_CHECK_INDICES=1, aten/index_checks.h): XLA clamps them otherwise.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include "aten/index_checks.h"
 #include "aten/op_runner.h"
 #include "aten/out_variants.h"
 #include "aten/tensor_access.h"
@@ -59,6 +60,7 @@ at::Tensor& k_masked_select_out(const at::Tensor& self, const at::Tensor& mask, 
 struct Indices {
   std::vector<at::Tensor> tensors;
   std::vector<int64_t> dims;
+  std::vector<IndexBound> checked;  // the integer indices, filled only when index_checks_on()
 };
 
 Indices expand_indices(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
@@ -88,6 +90,7 @@ Indices expand_indices(const at::Tensor& self, const c10::List<std::optional<at:
       TORCH_CHECK_INDEX(dim < self.dim(), "too many indices for tensor of dimension ", self.dim());
       out.tensors.push_back(idx);
       out.dims.push_back(dim);
+      if (index_checks_on()) out.checked.push_back({idx, dim, self.size(dim), true});
       ++dim;
     }
   }
@@ -98,6 +101,7 @@ Indices expand_indices(const at::Tensor& self, const c10::List<std::optional<at:
 at::Tensor k_index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
   Indices idx = expand_indices(self, indices);
   if (idx.tensors.empty()) return self.clone();
+  if (!idx.checked.empty()) check_index_bounds("index", IndexErrorKind::kIndexError, idx.checked);
   OpRunner r("index", "aten::index.Tensor");
   r.input(self);
   for (const at::Tensor& t : idx.tensors) r.input(t, at::kLong);
@@ -112,6 +116,7 @@ at::Tensor& k_index_put_impl(at::Tensor& self, const c10::List<std::optional<at:
                              const at::Tensor& values, bool accumulate, bool unsafe) {
   Indices idx = expand_indices(self, indices);
   const at::Tensor v = on_device_of(values, self);
+  if (!idx.checked.empty()) check_index_bounds("index_put_", IndexErrorKind::kIndexError, idx.checked);
   if (idx.tensors.empty()) {
     if (accumulate) self.add_(v);
     else self.copy_(v);
@@ -127,20 +132,30 @@ at::Tensor& k_index_put_impl(at::Tensor& self, const c10::List<std::optional<at:
 
 // ---- along a dimension ---------------------------------------------------------------------
 
+// gather / scatter: indices in [0, size of self's dim), a RuntimeError on the CPU.
+void check_along_dim(const char* op, const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  check_index_bounds(op, IndexErrorKind::kRuntimeError, {{index, dim, self.dim() == 0 ? 1 : self.size(dim), false}});
+}
+
 at::Tensor& k_gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
                          at::Tensor& out) {
   check_index_dtype(index, "gather");
+  const at::Tensor idx = on_device_of(index, self);
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  if (index_checks_on()) check_along_dim("gather", self, d, idx);
   OpRunner r("gather", "aten::gather");
-  r.input(self).input(on_device_of(index, self), at::kLong);
-  r.attrs().set_int("dim", at::maybe_wrap_dim(dim, self.dim()));
+  r.input(self).input(idx, at::kLong);
+  r.attrs().set_int("dim", d);
   return write_out(r.run1(), out);
 }
 
 at::Tensor scatter_impl(const at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::IValue& src,
                         const std::string& reduce, bool include_self, const char* label) {
   check_index_dtype(index, "scatter");
+  const at::Tensor idx = on_device_of(index, self);
+  if (index_checks_on()) check_along_dim(label + 6, self, at::maybe_wrap_dim(dim, self.dim()), idx);
   OpRunner r("scatter", label);
-  r.input(self).input(on_device_of(index, self), at::kLong);
+  r.input(self).input(idx, at::kLong);
   if (src.isTensor()) r.input(on_device_of(src.toTensor(), self), self.scalar_type());
   else r.scalar(src.toScalar(), self.scalar_type());
   r.attrs().set_int("dim", at::maybe_wrap_dim(dim, self.dim())).set_string("reduce", reduce).set_bool("include_self", include_self);
@@ -175,9 +190,16 @@ at::Tensor& k_scatter_reduce_two_out(const at::Tensor& self, int64_t dim, const 
 at::Tensor k_index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
   TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
   check_index_dtype(index, "index_select");
+  const at::Tensor idx = on_device_of(index, self);
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  if (index_checks_on()) {
+    // The CPU's dim-1 fast path raises a RuntimeError, its other paths an IndexError.
+    const auto kind = d == 1 && self.dim() > 1 ? IndexErrorKind::kRuntimeError : IndexErrorKind::kIndexError;
+    check_index_bounds("index_select", kind, {{idx, d, self.dim() == 0 ? 1 : self.size(d), false}});
+  }
   OpRunner r("index_select", "aten::index_select");
-  r.input(self).input(on_device_of(index, self), at::kLong);
-  r.attrs().set_int("dim", at::maybe_wrap_dim(dim, self.dim()));
+  r.input(self).input(idx, at::kLong);
+  r.attrs().set_int("dim", d);
   return r.run1();
 }
 at::Tensor& k_index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {

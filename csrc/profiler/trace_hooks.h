@@ -35,6 +35,9 @@ class TraceSink {
   virtual ~TraceSink() = default;
   // The profiled CPU op running on the calling thread (0 when none).
   virtual uint64_t current_correlation() = 0;
+  // An execution was launched while tracing; its execution() (or execution_dropped()) follows.
+  virtual void execution_launched() = 0;
+  virtual void execution_dropped() = 0;
   // Called from any thread, possibly a PJRT plugin thread.
   virtual void execution(const ExecutionRecord& record) = 0;
   // On the thread that compiled `program` (or loaded it from the disk tier: `source`).

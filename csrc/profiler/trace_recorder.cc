@@ -1,5 +1,7 @@
 #include "profiler/trace_recorder.h"
 
+#include <chrono>
+
 #include <kineto/ThreadUtil.h>  // libkineto::systemThreadId: the tid Kineto gives CPU activities
 
 namespace tpu::profiler {
@@ -29,6 +31,7 @@ TraceRecorder& TraceRecorder::get() {
 void TraceRecorder::begin() {
   std::lock_guard<std::mutex> lock(mu_);
   recorded_ = Recorded{};
+  in_flight_ = 0;
   collecting_ = true;
   generation_.fetch_add(1);
   detail::g_tracing.store(true, std::memory_order_relaxed);
@@ -36,8 +39,21 @@ void TraceRecorder::begin() {
 
 void TraceRecorder::end() {
   detail::g_tracing.store(false, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  // Bounded: work launched in the session but never waited for may still be running.
+  settled_.wait_for(lock, std::chrono::seconds(2), [&] { return in_flight_ <= 0; });
   collecting_ = false;
+  in_flight_ = 0;
+}
+
+void TraceRecorder::execution_launched() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (collecting_) ++in_flight_;
+}
+
+void TraceRecorder::execution_dropped() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (collecting_ && --in_flight_ <= 0) settled_.notify_all();
 }
 
 Recorded TraceRecorder::take() {
@@ -70,7 +86,9 @@ uint64_t TraceRecorder::current_correlation() {
 
 void TraceRecorder::execution(const ExecutionRecord& record) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (collecting_) recorded_.executions.push_back(record);
+  if (!collecting_) return;
+  recorded_.executions.push_back(record);
+  if (--in_flight_ <= 0) settled_.notify_all();
 }
 
 void TraceRecorder::compile(const std::string& program, const char* source, int64_t start_ns,

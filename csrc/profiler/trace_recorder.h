@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -43,7 +44,9 @@ class TraceRecorder final : public TraceSink {
 
   // Starts collecting (what an earlier session left is dropped) and turns the runtime's hooks on.
   void begin();
-  // Turns the hooks off; reports arriving later (a completion already in flight) are dropped.
+  // Waits (bounded) for the completions of executions launched while collecting - torch.profiler
+  // synchronizes the device just before, but a completion callback may still be on its way -
+  // then turns the hooks off; reports arriving later are dropped.
   void end();
   // What was collected since begin().
   Recorded take();
@@ -52,6 +55,8 @@ class TraceRecorder final : public TraceSink {
   void pop_correlation();
 
   uint64_t current_correlation() override;
+  void execution_launched() override;
+  void execution_dropped() override;
   void execution(const ExecutionRecord& record) override;
   void compile(const std::string& program, const char* source, int64_t start_ns,
                int64_t end_ns) override;
@@ -61,6 +66,8 @@ class TraceRecorder final : public TraceSink {
   TraceRecorder() = default;
 
   std::mutex mu_;
+  std::condition_variable settled_;
+  int64_t in_flight_ = 0;  // launched while collecting, completion not reported yet
   bool collecting_ = false;
   Recorded recorded_;
   // Bumped by begin(): correlation stacks left over from an earlier session are ignored.

@@ -35,6 +35,7 @@ void trace_execution(pjrt::Event& done, const Launch& launch, int64_t launch_ns)
   // compiled graphs, collectives) belongs to the op running there now.
   record.correlation = launch.correlation ? launch.correlation : profiler::sink().current_correlation();
   record.launch_ns = launch_ns;
+  profiler::sink().execution_launched();
   try {
     done.on_ready([record](const pjrt::ErrorInfo* error) mutable {
       record.done_ns = profiler::now_ns();
@@ -43,6 +44,7 @@ void trace_execution(pjrt::Event& done, const Launch& launch, int64_t launch_ns)
     });
   } catch (const std::exception&) {
     // A plugin without completion callbacks: the execution goes unprofiled, never fails.
+    profiler::sink().execution_dropped();
   }
 }
 

@@ -4,6 +4,10 @@ import os
 import sys
 
 os.environ.setdefault("TORCH_TPU_CPU_DEVICE_COUNT", "2")
+# No test reaches the network: Hugging Face libraries use local files only (models, tokenizers and
+# kernels are built from configs into tmp_path). Subprocesses inherit this.
+for _offline in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+    os.environ[_offline] = "1"
 # The reference models live in the repository's `models` package.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

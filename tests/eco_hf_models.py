@@ -1,11 +1,8 @@
 """Tiny Hugging Face Transformers models (hidden 64, 2 layers, vocabulary 128) built from configs
 only, for the Transformers integration tests. Nothing is downloaded."""
 
-import os
 
-# Set before transformers is imported anywhere: never reach the Hub.
-for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
-    os.environ[_name] = "1"
+# Offline: tests/conftest.py sets HF_HUB_OFFLINE and friends for every test and subprocess.
 
 import torch  # noqa: E402
 import transformers  # noqa: E402

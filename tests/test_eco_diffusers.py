@@ -1,11 +1,8 @@
 """Diffusers on the tpu device: tiny UNets, the DDPM pipeline and a bf16 autocast denoising loop,
 each compared with the same computation (same weights, same seeds) on the CPU."""
 
-import os
 
-# No network: every model here is built from a config; pipelines are saved to tmp_path.
-for _offline in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
-    os.environ[_offline] = "1"
+# Offline: tests/conftest.py sets HF_HUB_OFFLINE and friends for every test and subprocess.
 
 import copy  # noqa: E402
 

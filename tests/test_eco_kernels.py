@@ -2,11 +2,8 @@
 `kernelize(model, device="tpu")` swaps in a kernel repository's layers. The kernel repositories
 are written into tmp_path at test time; kernelized outputs are compared with the CPU reference."""
 
-import os
 
-# No network: kernels come from local repositories only.
-for _offline in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
-    os.environ[_offline] = "1"
+# Offline: tests/conftest.py sets HF_HUB_OFFLINE and friends for every test and subprocess.
 
 import copy  # noqa: E402
 import json  # noqa: E402

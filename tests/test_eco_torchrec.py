@@ -5,9 +5,7 @@ with no op falling back to the CPU."""
 
 import os
 
-# No network anywhere in this file (nothing here downloads, but keep every test offline).
-for _offline in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
-    os.environ[_offline] = "1"
+# Offline: tests/conftest.py sets HF_HUB_OFFLINE and friends for every test and subprocess.
 
 import subprocess  # noqa: E402
 import sys  # noqa: E402

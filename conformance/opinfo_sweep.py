@@ -33,7 +33,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-DEFAULT_DTYPES = ["float32", "bfloat16", "int64", "bool"]
+DEFAULT_DTYPES = ["float32", "bfloat16", "int64", "bool", "complex64"]
 
 # Ops whose results are random: only shapes and dtypes are compared.
 RANDOM_OPS = {
@@ -75,7 +75,9 @@ def _setup_worker_imports():
 
 def _tolerance(torch, dtype):
     return {torch.float32: (1.3e-5, 1e-4), torch.bfloat16: (1.6e-2, 2e-2),
-            torch.float16: (2e-3, 1e-4), torch.float64: (1e-7, 1e-7)}.get(dtype, (0, 0))
+            torch.float16: (2e-3, 1e-4), torch.float64: (1e-7, 1e-7),
+            # Complex results: the tolerance of their real component type (each part is compared).
+            torch.complex64: (1.3e-5, 1e-4), torch.complex128: (1e-7, 1e-7)}.get(dtype, (0, 0))
 
 
 HALF_DTYPES = ("bfloat16", "float16")

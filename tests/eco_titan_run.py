@@ -70,15 +70,6 @@ def run_titan(args, *, device, workdir, nproc=1, timeout=300, model_args=MODEL_A
     return result
 
 
-def run_titan_expect_failure(args, *, device, workdir, model_args, timeout=300):
-    """Like run_titan for a job expected to fail: its failure message, or None if it trained."""
-    try:
-        run_titan(args, device=device, workdir=workdir, model_args=model_args, timeout=timeout)
-    except AssertionError as failure:
-        return str(failure)
-    return None
-
-
 def _tail(output, lines=60):
     kept = [line for line in output.splitlines() if "cpu_aot_loader" not in line]
     return "\n".join(kept[-lines:])

@@ -1,7 +1,7 @@
 """torchtitan 0.3 on the tpu device, through its own entry point (torchtitan.train.main under
 torchrun): the Qwen3 debug model trains on tpu and matches the same run on the CPU step by step;
 2 ranks with FSDP over tpu_dist match one CPU rank on the same global batches; the Llama 3 debug
-model stops with a clear error (complex RoPE buffers).
+model (complex RoPE: view_as_complex, complex mul, view_as_real) trains on tpu like on the CPU.
 
 Everything is local: a word-level tokenizer and JSON-lines datasets generated into tmp, a seed
 checkpoint (torchtitan's --checkpoint.create_seed_checkpoint) so both devices start from the same
@@ -19,7 +19,7 @@ pytest.importorskip("torchtitan", reason="torchtitan is not installed")
 pytest.importorskip("triton", reason="torchtitan 0.3 imports triton at start-up (MoE kernels)")
 
 from eco_titan_assets import interleave_for_ranks, make_documents, write_dataset, write_tokenizer  # noqa: E402
-from eco_titan_run import common_args, load_checkpoint_args, run_titan, run_titan_expect_failure  # noqa: E402
+from eco_titan_run import common_args, load_checkpoint_args, run_titan  # noqa: E402
 
 SEQ_LEN = 32
 STEPS = 3
@@ -103,16 +103,32 @@ def test_qwen3_fsdp_two_ranks_over_tpu_dist(titan):
     assert_matches_cpu(result, titan["cpu"])
 
 
+LLAMA3_ARGS = ["--module", "eco_titan_config", "--config", "llama3_debugmodel_tpu"]
+
+
 @pytest.mark.slow
-def test_llama3_debugmodel_stops_with_a_clear_complex_dtype_error(titan):
-    """Llama 3's RoPE keeps a complex64 buffer (freqs_cis); the device has no complex dtypes yet,
-    so the run must stop with a Python error naming the dtype, not crash or hang."""
-    failure = run_titan_expect_failure(
-        common_args(titan["tokenizer"], titan["merged"], os.path.join(titan["root"], "llama_run"),
-                    seq_len=SEQ_LEN, local_batch=2, steps=1),
-        device="tpu", workdir=os.path.join(titan["root"], "llama_work"),
-        model_args=["--module", "eco_titan_config", "--config", "llama3_debugmodel_tpu"], timeout=200)
-    if failure is None:
-        pytest.fail("Llama 3 trained on tpu: complex dtypes now work - turn this into a CPU comparison")
-    assert "TypeError: tpu does not support dtype ComplexFloat" in failure, failure
-    assert "ran past" not in failure
+def test_llama3_debugmodel_trains_on_tpu_like_cpu(titan):
+    """Llama 3's RoPE keeps a complex64 buffer (freqs_cis) and rotates q and k with
+    view_as_complex / complex mul / view_as_real: the run trains on tpu with no CPU fallback and
+    matches the same run on the CPU from the same seed checkpoint."""
+    root = titan["root"]
+    seed_dump = os.path.join(root, "llama_seed_run")
+    base = common_args(titan["tokenizer"], titan["merged"], seed_dump, seq_len=SEQ_LEN,
+                       local_batch=LOCAL_BATCH, steps=STEPS)
+    run_titan(base + ["--checkpoint.enable", "--checkpoint.create_seed_checkpoint", "--checkpoint.folder", "seed"],
+              device="cpu", workdir=os.path.join(root, "llama_seed_work"), model_args=LLAMA3_ARGS)
+    seed = os.path.join(seed_dump, "seed", "step-0")
+
+    def run(device):
+        args = (common_args(titan["tokenizer"], titan["merged"], os.path.join(root, f"llama_{device}_run"),
+                            seq_len=SEQ_LEN, local_batch=LOCAL_BATCH, global_batch=RANKS * LOCAL_BATCH,
+                            steps=STEPS)
+                + load_checkpoint_args(seed))
+        return run_titan(args, device=device, workdir=os.path.join(root, f"llama_{device}_work"),
+                         model_args=LLAMA3_ARGS)
+
+    cpu, result = run("cpu"), run("tpu")
+    assert_trains(cpu, "cpu", 1)
+    assert_trains(result, "tpu", 1)
+    assert result["fallbacks"] == {}, result["fallbacks"]
+    assert_matches_cpu(result, cpu)

@@ -5,6 +5,7 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include "aten/complex_support.h"
 #include "aten/host_transfer.h"
 #include "aten/op_runner.h"
 #include "aten/tensor_access.h"
@@ -146,6 +147,10 @@ namespace {
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: undefined tensor");
   if (dst.numel() == 0) return dst;
+  if (has_math_bits(self, dst)) return copy_with_math_bits(self, dst, non_blocking);
+  if (self.is_complex() && !dst.is_complex()) {
+    TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");  // as ATen's copy_
+  }
   const bool src_tpu = self.is_privateuseone();
   const bool dst_tpu = dst.is_privateuseone();
   if (src_tpu && dst_tpu) {
@@ -171,6 +176,7 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
               " elements cannot be converted to Scalar");
   at::Tensor host = at::empty({}, self.options().device(at::kCPU));
+  if (self.is_conj() || self.is_neg()) return copy_with_math_bits(self.reshape({}), host, false).item();
   device_to_host(self.reshape({}), host, false);
   return host.item();
 }

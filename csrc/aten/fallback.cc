@@ -3,6 +3,7 @@
 // warns once and is counted; TORCH_TPU_FALLBACK=error (or torch_tpu.set_fallback_mode)
 // raises instead.
 #include "aten/fallback.h"
+#include "aten/complex_support.h"
 
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
@@ -63,6 +64,8 @@ FallbackMode fallback_mode() {
   std::lock_guard<std::mutex> lock(g_mu);
   return g_mode;
 }
+
+void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) { cpu_fallback(op, stack); }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());

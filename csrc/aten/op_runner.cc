@@ -1,7 +1,10 @@
 #include "aten/op_runner.h"
 
 #include <ATen/MemoryOverlap.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include "aten/complex_support.h"
 #include "aten/tensor_access.h"
 #include "exec/executor.h"
 
@@ -37,6 +40,8 @@ OpRunner& OpRunner::input(const at::Tensor& t, at::ScalarType compute) {
                 t.device(), " and tpu! (in ", call_.label, "). Fix: move the tensor with .to('tpu')");
     return scalar(t.item(), compute);
   }
+  // PyTorch lets the lazy conjugate/negative bits through to matmul-like kernels: materialise.
+  if (t.is_conj() || t.is_neg()) return input(t.resolve_conj().resolve_neg(), compute);
   note_device(t);
   call_.inputs.push_back(exec::Input::tensor(&storage(t), view_of(t), element_type(compute)));
   keep_alive_.push_back(t);
@@ -45,6 +50,10 @@ OpRunner& OpRunner::input(const at::Tensor& t, at::ScalarType compute) {
 
 OpRunner& OpRunner::scalar(const at::Scalar& s, at::ScalarType dtype) {
   const ElementType et = element_type(dtype);
+  if (is_complex(et)) {  // runtime scalars are real: a complex one travels as a 0-dim tensor
+    const int d = device_ >= 0 ? device_ : static_cast<int>(c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index());
+    return input(at::scalar_tensor(s, at::TensorOptions().dtype(dtype)).to(at::Device(c10::DeviceType::PrivateUse1, d)), dtype);
+  }
   exec::ScalarValue v;
   if (is_floating(et)) {
     v = exec::ScalarValue::floating(et, s.toDouble());
@@ -66,6 +75,20 @@ OpRunner& OpRunner::scalar_u64(uint64_t value, bool cacheable) {
   return *this;
 }
 
+namespace {
+// Lowerings written for real types must not see complex values (see complex_support.h).
+void check_complex_support(const exec::OpCall& call_) {
+  bool complex = false;
+  for (const auto& in : call_.inputs) {
+    complex |= in.kind == exec::Input::Kind::kTensor && (is_complex(in.view.dtype) || is_complex(in.compute));
+  }
+  for (const auto& out : call_.outputs) complex |= out.has_value() && is_complex(out->view.dtype);
+  TORCH_CHECK_NOT_IMPLEMENTED(!complex || lowering_supports_complex(call_.op, call_.attrs), call_.label,
+                              " does not support complex tensors on tpu yet. Fix: compute it on the CPU "
+                              "(t.cpu()) or on real and imaginary parts (torch.view_as_real).");
+}
+}  // namespace
+
 void OpRunner::start_run() {
   TORCH_INTERNAL_ASSERT(!ran_, call_.label, ": an OpRunner runs once");
   ran_ = true;
@@ -81,6 +104,7 @@ std::vector<at::Tensor> OpRunner::run(size_t num_outputs) {
 
 std::vector<at::Tensor> OpRunner::execute() {
   const char* label = call_.label;
+  check_complex_support(call_);
   auto fresh = exec::Executor::get().run(std::move(call_));  // a runner runs once
   std::vector<at::Tensor> out;
   out.reserve(fresh.size());

@@ -13,6 +13,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "aten/complex_support.h"
 #include "aten/op_runner.h"
 #include "aten/tensor_access.h"
 #include "aten/type_promotion.h"
@@ -293,6 +294,7 @@ void pointwise_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     case Promote::kSelf: compute = ivalues[0].toTensor().scalar_type(); break;
     case Promote::kBool: compute = at::kBool; break;
   }
+  if (c10::isComplexType(compute) && complex_pointwise(op, stack, spec.lowering)) return;
   const at::ScalarType result_dtype = spec.bool_result ? at::kBool : compute;
 
   OpRunner r(spec.lowering, plan.label.c_str());

@@ -77,7 +77,7 @@ at::Tensor k_sum(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
 at::Tensor k_mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                       std::optional<at::ScalarType> dtype) {
   const at::ScalarType out = dtype.value_or(self.scalar_type());
-  TORCH_CHECK(c10::isFloatingType(out), "mean(): could not infer output dtype. ",
+  TORCH_CHECK(c10::isFloatingType(out) || c10::isComplexType(out), "mean(): could not infer output dtype. ",
               (dtype ? "Optional" : "Input"), " dtype must be either a floating point or complex dtype. Got: ", out);
   return accumulate("mean", "aten::mean", self, dim, keepdim, out);
 }

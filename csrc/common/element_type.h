@@ -21,6 +21,8 @@ enum class ElementType : uint8_t {
   kBF16,
   kF32,
   kF64,
+  kC64,   // complex<f32>: (real, imag) pairs, as PyTorch's complex64
+  kC128,  // complex<f64>
 };
 
 // Size of one element in bytes (a bool occupies one byte, as in PyTorch).
@@ -34,11 +36,16 @@ inline bool is_floating(ElementType t) {
   return t == ElementType::kF16 || t == ElementType::kBF16 || t == ElementType::kF32 ||
          t == ElementType::kF64;
 }
+inline bool is_complex(ElementType t) { return t == ElementType::kC64 || t == ElementType::kC128; }
+// The real type of a complex type's parts (c64 -> f32); `t` itself when not complex.
+inline ElementType complex_part(ElementType t) {
+  return t == ElementType::kC64 ? ElementType::kF32 : t == ElementType::kC128 ? ElementType::kF64 : t;
+}
 inline bool is_unsigned(ElementType t) {
   return t == ElementType::kU8 || t == ElementType::kU32 || t == ElementType::kU64;
 }
-inline bool is_integral(ElementType t) {  // excludes bool
-  return !is_floating(t) && t != ElementType::kBool;
+inline bool is_integral(ElementType t) {  // excludes bool and complex
+  return !is_floating(t) && !is_complex(t) && t != ElementType::kBool;
 }
 
 }  // namespace tpu

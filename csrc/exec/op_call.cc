@@ -35,6 +35,14 @@ std::string ScalarValue::bytes() const {
     case ElementType::kU32: return raw<uint32_t>(static_cast<uint32_t>(i));
     case ElementType::kI64: return raw<int64_t>(i);
     case ElementType::kU64: return raw<uint64_t>(static_cast<uint64_t>(i));
+    case ElementType::kC64: {  // a real value (complex scalars travel as device tensors)
+      const float parts[2] = {static_cast<float>(f), 0.0f};
+      return std::string(reinterpret_cast<const char*>(parts), sizeof(parts));
+    }
+    case ElementType::kC128: {
+      const double parts[2] = {f, 0.0};
+      return std::string(reinterpret_cast<const char*>(parts), sizeof(parts));
+    }
   }
   return {};
 }

@@ -32,6 +32,9 @@ std::string float_literal(ElementType t, double value) {
     case ElementType::kF16: return hex(f16_bits(static_cast<float>(value)), 4);
     case ElementType::kBF16: return hex(bf16_bits(static_cast<float>(value)), 4);
     case ElementType::kBool: return value != 0 ? "true" : "false";
+    case ElementType::kC64:
+    case ElementType::kC128:  // a real value: (value, 0)
+      return "(" + float_literal(complex_part(t), value) + ", " + float_literal(complex_part(t), 0.0) + ")";
     default: break;
   }
   // Integral target: truncate toward zero like a C cast (callers pass in-range values).
@@ -45,7 +48,9 @@ std::string int_literal(ElementType t, int64_t value) {
     case ElementType::kF16:
     case ElementType::kBF16:
     case ElementType::kF32:
-    case ElementType::kF64: return float_literal(t, static_cast<double>(value));
+    case ElementType::kF64:
+    case ElementType::kC64:
+    case ElementType::kC128: return float_literal(t, static_cast<double>(value));
     default: return std::to_string(value);
   }
 }

@@ -5,6 +5,11 @@ namespace tpu::lowering {
 hlo::Value cast(hlo::Builder& b, hlo::Value v, ElementType to) {
   const ElementType from = b.dtype(v);
   if (from == to) return v;
+  if (is_complex(from) && !is_complex(to)) {  // PyTorch keeps the real part; XLA refuses the convert
+    hlo::TensorType part = b.type(v);
+    part.dtype = complex_part(from);
+    return cast(b, b.emit("stablehlo.real", {v}, part), to);
+  }
   if (to == ElementType::kBool) {
     return b.compare(v, b.full(b.type(v), 0), hlo::Compare::kNE);
   }

@@ -16,9 +16,33 @@ bool is_contiguous(const Dims& sizes, const Dims& strides) {
   return true;
 }
 
+namespace {
+// XLA's bitcast_convert refuses complex types: split complex values into (real, imag) pairs of
+// the part type, and join pairs back, then reinterpret the parts' bytes as usual.
+Value complex_to_parts(Builder& b, Value flat) {
+  const int64_t n = b.dims(flat)[0];
+  const TensorType part{complex_part(b.dtype(flat)), {n, 1}};
+  Value c = b.reshape(flat, {n, 1});
+  Value re = b.emit("stablehlo.real", {c}, part);
+  Value im = b.emit("stablehlo.imag", {c}, part);
+  return b.reshape(b.concatenate({re, im}, 1), {2 * n});
+}
+Value parts_to_complex(Builder& b, Value parts, ElementType to) {
+  const int64_t n = b.dims(parts)[0];
+  const int64_t padded = (n + 1) / 2 * 2;
+  if (padded != n) parts = b.pad(parts, b.constant(b.dtype(parts), 0), {0}, {padded - n}, {0});
+  Value pairs = b.reshape(parts, {padded / 2, 2});
+  Value re = b.reshape(b.slice(pairs, {0, 0}, {padded / 2, 1}, {1, 1}), {padded / 2});
+  Value im = b.reshape(b.slice(pairs, {0, 1}, {padded / 2, 2}, {1, 1}), {padded / 2});
+  return b.emit("stablehlo.complex", {re, im}, TensorType{to, {padded / 2}});
+}
+}  // namespace
+
 Value reinterpret_flat(Builder& b, Value flat, ElementType to) {
   const ElementType from = b.dtype(flat);
   if (from == to) return flat;
+  if (is_complex(from)) return reinterpret_flat(b, complex_to_parts(b, flat), to);
+  if (is_complex(to)) return parts_to_complex(b, reinterpret_flat(b, flat, complex_part(to)), to);
   if (from == ElementType::kBool) {
     return reinterpret_flat(b, b.convert(flat, ElementType::kU8), to);
   }

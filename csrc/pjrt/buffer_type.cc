@@ -19,6 +19,8 @@ PJRT_Buffer_Type to_pjrt(ElementType t) {
     case ElementType::kBF16: return PJRT_Buffer_Type_BF16;
     case ElementType::kF32: return PJRT_Buffer_Type_F32;
     case ElementType::kF64: return PJRT_Buffer_Type_F64;
+    case ElementType::kC64: return PJRT_Buffer_Type_C64;
+    case ElementType::kC128: return PJRT_Buffer_Type_C128;
   }
   return PJRT_Buffer_Type_INVALID;
 }
@@ -37,6 +39,8 @@ ElementType from_pjrt(PJRT_Buffer_Type t) {
     case PJRT_Buffer_Type_BF16: return ElementType::kBF16;
     case PJRT_Buffer_Type_F32: return ElementType::kF32;
     case PJRT_Buffer_Type_F64: return ElementType::kF64;
+    case PJRT_Buffer_Type_C64: return ElementType::kC64;
+    case PJRT_Buffer_Type_C128: return ElementType::kC128;
     default: break;
   }
   throw std::invalid_argument("unsupported PJRT buffer type " + std::to_string(int(t)));

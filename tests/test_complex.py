@@ -1,0 +1,200 @@
+"""complex64/complex128 on tpu: storage and transfers, views between complex and real storage,
+conjugation (lazy conj bit), elementwise math, reductions, matmul, autograd and the rotary
+embedding of torchtitan's Llama 3 - each compared with the same computation on the CPU."""
+
+import warnings
+
+import pytest
+import torch
+
+import torch_tpu
+from helpers import assert_close
+
+TOL = {torch.complex64: (1e-5, 1e-5), torch.complex128: (1e-12, 1e-12),
+       torch.float32: (1e-5, 1e-5), torch.float64: (1e-12, 1e-12)}
+CDTYPES = [torch.complex64, torch.complex128]
+
+
+def close(tpu, cpu, scale=1.0):
+    rtol, atol = TOL[cpu.dtype]
+    assert_close(tpu, cpu, rtol=rtol * scale, atol=atol * scale)
+
+
+def sample(dtype=torch.complex64, shape=(4, 6), seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, dtype=dtype, generator=g)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_transfers_round_trip(dtype, no_fallback):
+    x = sample(dtype)
+    t = x.to("tpu")
+    assert t.dtype == dtype and t.device.type == "tpu"
+    assert torch.equal(t.cpu(), x)
+    assert torch.equal(t[1:3, ::2].cpu(), x[1:3, ::2])  # strided view of a complex storage
+    assert torch.equal(t.to("tpu:1").cpu(), x)
+    dst = torch.zeros(4, 6, dtype=dtype, device="tpu")
+    dst[:, 1].copy_(x[:, 0])  # host -> device view
+    expected = torch.zeros(4, 6, dtype=dtype)
+    expected[:, 1] = x[:, 0]
+    assert torch.equal(dst.cpu(), expected)
+    assert t[2, 3].item() == x[2, 3].item()
+
+
+def test_dtype_conversions(no_fallback):
+    r = torch.randn(3, 5)
+    close(r.to("tpu").to(torch.complex64), r.to(torch.complex64))
+    close(r.to("tpu").to(torch.complex128), r.to(torch.complex128))
+    z = sample()
+    close(z.to("tpu").to(torch.complex128), z.to(torch.complex128))
+    with warnings.catch_warnings():  # ATen warns once per process that the imaginary part goes
+        warnings.simplefilter("ignore")
+        real = z.to("tpu").to(torch.float32)
+    close(real, z.real.contiguous())
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_view_as_real_and_complex_share_storage(dtype, no_fallback):
+    x = sample(dtype)
+    t = x.to("tpu")
+    r = torch.view_as_real(t)
+    close(r, torch.view_as_real(x))
+    assert r.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
+    r[..., 1] = 0.0  # writes through the real view reach the complex tensor
+    x_expected = x.clone()
+    torch.view_as_real(x_expected)[..., 1] = 0.0
+    close(t, x_expected)
+    pairs = torch.randn(5, 3, 2, dtype=torch.float64 if dtype == torch.complex128 else torch.float32)
+    p = pairs.to("tpu")
+    c = torch.view_as_complex(p)
+    close(c, torch.view_as_complex(pairs))
+    c.mul_(2j)  # in-place complex op through the complex view of real storage
+    expected = pairs.clone()
+    torch.view_as_complex(expected).mul_(2j)
+    close(p, expected)
+    close(t.real, x_expected.real)
+    close(t.imag, x_expected.imag)
+
+
+def test_conj_bit_and_physical_conj(no_fallback):
+    x = sample()
+    t = x.to("tpu")
+    c = t.conj()
+    assert c.is_conj()
+    close(c, x.conj())  # transfer resolves the lazy bit
+    close(c.resolve_conj(), x.conj().resolve_conj())
+    close(torch.conj_physical(t), torch.conj_physical(x))
+    close(c * t, x.conj() * x)
+    close(c.imag, x.conj().imag)  # a negative-bit view
+    y = t.clone()
+    y.conj().copy_(x)  # writing through a conjugate view
+    close(y, x.conj())
+    assert c[1, 2].item() == x.conj()[1, 2].item()
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_elementwise_math(dtype, no_fallback):
+    x, y = sample(dtype, seed=1), sample(dtype, seed=2)
+    tx, ty = x.to("tpu"), y.to("tpu")
+    close(tx + ty, x + y)
+    close(tx - 2 * ty, x - 2 * y)
+    close(tx * ty, x * y)
+    close(tx / ty, x / y, scale=10)
+    close(tx * (1 - 2j) + 0.5j, x * (1 - 2j) + 0.5j)
+    for fn in (torch.exp, torch.log, torch.sqrt, torch.rsqrt, torch.sin, torch.cos, torch.tanh,
+               torch.reciprocal, torch.neg):
+        close(fn(tx), fn(x), scale=10)
+    close(tx.abs(), x.abs())
+    close(tx.angle(), x.angle())
+    close(torch.sgn(tx), torch.sgn(x))
+    close(torch.where(tx.real > 0, tx, ty), torch.where(x.real > 0, x, y))
+
+
+def test_mixed_real_complex_promotion(no_fallback):
+    z, r = sample(), torch.randn(4, 6)
+    close(z.to("tpu") * r.to("tpu"), z * r)
+    close(r.to("tpu") + z.to("tpu"), r + z)
+    close(z.to("tpu") + r.to(torch.float64).to("tpu"), z + r.to(torch.float64))
+
+
+def test_complex_and_polar(no_fallback):
+    re, im = torch.randn(3, 4), torch.randn(4)
+    close(torch.complex(re.to("tpu"), im.to("tpu")), torch.complex(re, im))
+    mag, ang = torch.rand(3, 4, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
+    close(torch.polar(mag.to("tpu"), ang.to("tpu")), torch.polar(mag, ang))
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_reductions_and_matmul(dtype, no_fallback):
+    x, y = sample(dtype, (3, 4, 5), seed=3), sample(dtype, (3, 5, 2), seed=4)
+    tx, ty = x.to("tpu"), y.to("tpu")
+    close(tx.sum(), x.sum(), scale=10)
+    close(tx.sum(dim=1), x.sum(dim=1), scale=10)
+    close(tx.mean(dim=(0, 2)), x.mean(dim=(0, 2)), scale=10)
+    close(tx @ ty, x @ y, scale=10)
+    close(tx[0] @ ty[0], x[0] @ y[0], scale=10)
+    close(tx[0].mH @ tx[0], x[0].mH @ x[0], scale=10)  # a conj-bit operand of matmul
+    close(torch.cat([tx, tx.conj()], dim=1), torch.cat([x, x.conj()], dim=1))
+
+
+def test_autograd_complex_grads(no_fallback):
+    x = sample(seed=5)
+    a = x.clone().requires_grad_()
+    b = x.to("tpu").requires_grad_()
+    for v in (a, b):
+        (v * v.conj() * v.exp() + v.sin() / (v + 3)).abs().sum().backward()
+    close(b.grad, a.grad, scale=10)
+    # a real leaf through complex intermediates
+    r = torch.randn(4, 6)
+    ra = r.clone().requires_grad_()
+    rb = r.to("tpu").requires_grad_()
+    for v in (ra, rb):
+        z = torch.polar(torch.ones_like(v), v) * torch.complex(v, v * 2)
+        torch.view_as_real(z).pow(2).sum().backward()
+    close(rb.grad, ra.grad, scale=10)
+
+
+def _rotary(xq, freqs_cis):
+    # torchtitan's Llama 3 apply_rotary_emb (one of its two inputs)
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    freqs_cis = freqs_cis.view(1, xq_.shape[1], 1, xq_.shape[-1])
+    return torch.view_as_real(xq_ * freqs_cis).flatten(3).type_as(xq)
+
+
+def _freqs(dim, end, device):
+    freqs = 1.0 / (10000 ** (torch.arange(0, dim, 2, device=device)[: dim // 2].float() / dim))
+    t = torch.arange(end, device=device).float()
+    freqs = torch.outer(t, freqs)
+    return torch.polar(torch.ones_like(freqs), freqs)
+
+
+def test_llama3_rotary_embedding_forward_backward_without_fallback(no_fallback):
+    torch_tpu.set_fallback_mode("error")
+    try:
+        g = torch.Generator().manual_seed(7)
+        xq = torch.randn(2, 8, 3, 16, generator=g)
+        a = xq.clone().requires_grad_()
+        b = xq.to("tpu").requires_grad_()
+        out_cpu = _rotary(a, _freqs(16, 8, "cpu"))
+        out_tpu = _rotary(b, _freqs(16, 8, "tpu"))
+        close(out_tpu, out_cpu)
+        w = torch.randn(out_cpu.shape, generator=g)
+        (out_cpu * w).sum().backward()
+        (out_tpu * w.to("tpu")).sum().backward()
+        close(b.grad, a.grad)
+    finally:
+        torch_tpu.set_fallback_mode("warn")
+
+
+def test_ops_without_complex_support_fail_clearly_or_fall_back():
+    z = sample()
+    t = z.to("tpu")
+    # a lowering written for real values refuses complex inputs instead of computing garbage
+    with pytest.raises(NotImplementedError, match="does not support complex tensors on tpu"):
+        torch.cumsum(t, 0)
+    # pointwise ops without complex support run on the CPU with the usual warning
+    torch_tpu.reset_fallback_counts()
+    close(torch.sigmoid(t), torch.sigmoid(z))
+    assert torch_tpu.fallback_counts() == {"aten::sigmoid.out": 1}
+    with pytest.raises(TypeError, match="tpu does not support dtype"):
+        torch.zeros(3, dtype=torch.complex32).to("tpu")

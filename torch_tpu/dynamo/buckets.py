@@ -57,7 +57,10 @@ _MATMUL = {aten.mm.default: (0, 1), aten.bmm.default: (0, 2), aten.addmm.default
 # Ops over (N, C, ...) batches: fine when only N is dynamic.
 _BATCHED = {aten.convolution.default, aten.max_pool2d_with_indices.default, aten.avg_pool2d.default,
             aten._adaptive_avg_pool2d.default, aten._native_batch_norm_legit_no_training.default,
-            aten.native_layer_norm.default}
+            aten.native_layer_norm.default,
+            # Attention over (N, H, L, E): each batch row attends within itself.
+            aten._scaled_dot_product_fused_attention_overrideable.default,
+            aten._scaled_dot_product_fused_attention_overrideable_backward.default}
 # Arithmetic on sizes (its results are checked where they are used).
 _SIZE_ARITHMETIC = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.neg}
 # Reductions: an empty dimension list means every dimension.

@@ -227,9 +227,17 @@ def _has_dynamic_sizes(gm) -> bool:
 def _draws_random_numbers(gm) -> bool:
     for node in gm.graph.nodes:
         if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
-            if torch.Tag.nondeterministic_seeded in node.target.tags:
+            if torch.Tag.nondeterministic_seeded in node.target.tags and not _without_dropout(node):
                 return True
     return False
+
+
+def _without_dropout(node) -> bool:
+    """Fused attention is tagged as seeded for its dropout; with dropout_p == 0 it draws nothing."""
+    if node.target is not torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default:
+        return False
+    p = node.args[4] if len(node.args) > 4 else node.kwargs.get("dropout_p", 0.0)
+    return isinstance(p, (int, float)) and p == 0
 
 
 def _hint(reason: str) -> str:

@@ -3,6 +3,7 @@
 
 #include "aten/op_runner.h"
 #include "aten/out_variants.h"
+#include "aten/precision_policy.h"
 #include "aten/type_promotion.h"
 
 namespace tpu::aten {
@@ -15,7 +16,9 @@ void check_same_dtype(const at::Tensor& a, const at::Tensor& b, const char* what
 
 at::Tensor k_mm(const at::Tensor& self, const at::Tensor& mat2) {
   check_same_dtype(self, mat2, "m1 and m2");
-  return OpRunner("mm", "aten::mm").input(self).input(mat2).run1();
+  OpRunner r("mm", "aten::mm");
+  mark_matmul_precision(r, self.scalar_type());
+  return r.input(self).input(mat2).run1();
 }
 at::Tensor& k_mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   return write_out(k_mm(self, mat2), out);
@@ -23,7 +26,9 @@ at::Tensor& k_mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor&
 
 at::Tensor k_bmm(const at::Tensor& self, const at::Tensor& mat2) {
   check_same_dtype(self, mat2, "batch1 and batch2");
-  return OpRunner("bmm", "aten::bmm").input(self).input(mat2).run1();
+  OpRunner r("bmm", "aten::bmm");
+  mark_matmul_precision(r, self.scalar_type());
+  return r.input(self).input(mat2).run1();
 }
 at::Tensor& k_bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   return write_out(k_bmm(self, mat2), out);
@@ -31,7 +36,9 @@ at::Tensor& k_bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor
 
 at::Tensor k_mv(const at::Tensor& self, const at::Tensor& vec) {
   check_same_dtype(self, vec, "self and vec");
-  return OpRunner("mv", "aten::mv").input(self).input(vec).run1();
+  OpRunner r("mv", "aten::mv");
+  mark_matmul_precision(r, self.scalar_type());
+  return r.input(self).input(vec).run1();
 }
 at::Tensor& k_mv_out(const at::Tensor& self, const at::Tensor& vec, at::Tensor& out) {
   return write_out(k_mv(self, vec), out);
@@ -40,7 +47,9 @@ at::Tensor& k_mv_out(const at::Tensor& self, const at::Tensor& vec, at::Tensor& 
 at::Tensor k_dot(const at::Tensor& self, const at::Tensor& other) {
   TORCH_CHECK(self.scalar_type() == other.scalar_type(), "dot : expected both vectors to have same dtype, but found ",
               self.scalar_type(), " and ", other.scalar_type());
-  return OpRunner("dot", "aten::dot").input(self).input(other).run1();
+  OpRunner r("dot", "aten::dot");
+  mark_matmul_precision(r, self.scalar_type());
+  return r.input(self).input(other).run1();
 }
 at::Tensor& k_dot_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   return write_out(k_dot(self, other), out);
@@ -57,6 +66,7 @@ OpRunner add_product_runner(const char* lowering, const at::Tensor& self, const 
   r.input(self, dtype).input(m1, dtype).input(m2, dtype).scalar(beta, dtype).scalar(alpha, dtype);
   r.attrs().set_int("beta_mode", is_zero(beta) ? 0 : (is_one(beta) ? 1 : 2));
   r.attrs().set_bool("alpha_is_one", is_one(alpha));
+  mark_matmul_precision(r, dtype);
   return r;
 }
 

@@ -6,6 +6,7 @@
 
 #include "aten/op_runner.h"
 #include "aten/out_variants.h"
+#include "aten/precision_policy.h"
 #include "aten/tensor_access.h"
 
 namespace tpu::aten {
@@ -40,6 +41,7 @@ at::Tensor k_convolution(const at::Tensor& input, const at::Tensor& weight, cons
   r.input(x).input(weight, x.scalar_type());
   if (bias.has_value() && bias->defined()) r.input(*bias, x.scalar_type());
   conv_attrs(r, n, stride, padding, dilation, transposed, output_padding, groups);
+  mark_conv_precision(r, x.scalar_type());
   at::Tensor out = r.run1();
   return unbatched ? out.squeeze(0) : out;
 }
@@ -56,6 +58,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> k_convolution_backward(
   r.input(g).input(x, g.scalar_type()).input(weight, g.scalar_type());
   conv_attrs(r, n, stride, padding, dilation, transposed, output_padding, groups);
   r.attrs().set_ints("output_mask", {output_mask[0], output_mask[1], output_mask[2]});
+  mark_conv_precision(r, g.scalar_type());
   const size_t count = output_mask[0] + output_mask[1] + output_mask[2];
   auto outs = r.run(count);
   std::array<at::Tensor, 3> grads;

@@ -24,6 +24,8 @@ struct DeviceCounters {
 
 std::mutex g_stats_mutex;
 std::array<DeviceCounters, kMaxDevices> g_stats;
+// Per device: reset_peak_memory_stats() ran, so the plugin's (unresettable) peak is stale.
+std::array<bool, kMaxDevices> g_peak_reset{};
 
 // torch.profiler(profile_memory=True): allocation (+) and free (-) events of tpu memory. The
 // check is a thread-local read; nothing is reported outside a profiling session.
@@ -86,19 +88,40 @@ void TpuAllocator::account_resize(int device, size_t old_nbytes, size_t new_nbyt
 
 void TpuAllocator::emptyCache(c10::MempoolId_t) { exec::Executor::get().scalars().clear(); }
 
-c10::CachingDeviceAllocator::DeviceStats TpuAllocator::getDeviceStats(c10::DeviceIndex device) {
+runtime::MemoryFigures memory_figures(c10::DeviceIndex device) {
   runtime::check_device_index(device);
+  // Asked outside the lock: a PJRT call (an error, on the CPU plugin).
+  const auto plugin_stats = runtime::Runtime::get().client().memory_stats(device);
+  runtime::TrackedBytes tracked;
+  {
+    std::lock_guard<std::mutex> lock(g_stats_mutex);
+    tracked.current = g_stats[device].bytes.current;
+    tracked.peak = g_stats[device].bytes.peak;
+    tracked.peak_reset = g_peak_reset[device];
+  }
+  return runtime::choose_memory_figures(tracked, plugin_stats);
+}
+
+c10::CachingDeviceAllocator::DeviceStats TpuAllocator::getDeviceStats(c10::DeviceIndex device) {
+  const runtime::MemoryFigures figures = memory_figures(device);
   std::lock_guard<std::mutex> lock(g_stats_mutex);
   const DeviceCounters& c = g_stats[device];
   c10::CachingDeviceAllocator::DeviceStats stats;
   fill_stat_array(stats.allocation, c.allocations);
   fill_stat_array(stats.active, c.allocations);
   fill_stat_array(stats.segment, c.allocations);
-  fill_stat_array(stats.allocated_bytes, c.bytes);
-  fill_stat_array(stats.active_bytes, c.bytes);
-  fill_stat_array(stats.requested_bytes, c.bytes);
-  // Nothing is cached beyond live storages, so reserved equals allocated.
-  fill_stat_array(stats.reserved_bytes, c.bytes);
+  // Byte figures: the plugin's where it reports them (runtime/memory_figures.h); allocated and
+  // freed totals are always the allocator's.
+  c10::CachingAllocator::Stat bytes = c.bytes;
+  bytes.current = figures.allocated;
+  bytes.peak = figures.peak_allocated;
+  fill_stat_array(stats.allocated_bytes, bytes);
+  fill_stat_array(stats.active_bytes, bytes);
+  fill_stat_array(stats.requested_bytes, bytes);
+  c10::CachingAllocator::Stat reserved = c.bytes;
+  reserved.current = figures.reserved;
+  reserved.peak = figures.peak_reserved;
+  fill_stat_array(stats.reserved_bytes, reserved);
   stats.num_device_alloc = c.allocations.allocated;
   stats.num_device_free = c.allocations.freed;
   return stats;
@@ -116,19 +139,22 @@ void TpuAllocator::resetPeakStats(c10::DeviceIndex device) {
   std::lock_guard<std::mutex> lock(g_stats_mutex);
   g_stats[device].allocations.reset_peak();
   g_stats[device].bytes.reset_peak();
+  g_peak_reset[device] = true;
 }
 
 std::pair<size_t, size_t> TpuAllocator::getMemoryInfo(c10::DeviceIndex device) {
+  const runtime::MemoryTotals t = memory_totals(device);
+  return {static_cast<size_t>(t.free), static_cast<size_t>(t.total)};
+}
+
+runtime::MemoryTotals memory_totals(c10::DeviceIndex device) {
   auto& rt = runtime::Runtime::get();
   runtime::check_device_index(device);
-  if (auto stats = rt.client().memory_stats(device); stats && stats->bytes_limit) {
-    const size_t total = static_cast<size_t>(*stats->bytes_limit);
-    return {total - std::min<size_t>(total, stats->bytes_in_use), total};
-  }
   // The CPU plugin reports no limits: its memory is the host's.
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  return {static_cast<size_t>(::sysconf(_SC_AVPHYS_PAGES)) * page,
-          static_cast<size_t>(::sysconf(_SC_PHYS_PAGES)) * page};
+  const int64_t page = ::sysconf(_SC_PAGESIZE);
+  return runtime::choose_memory_totals(rt.client().memory_stats(device),
+                                       ::sysconf(_SC_AVPHYS_PAGES) * page,
+                                       ::sysconf(_SC_PHYS_PAGES) * page);
 }
 
 TpuAllocator& allocator() {

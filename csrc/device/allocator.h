@@ -8,6 +8,7 @@
 #include <ATen/core/TensorBase.h>
 
 #include "runtime/device_storage.h"
+#include "runtime/memory_figures.h"
 
 namespace tpu::device {
 
@@ -30,6 +31,11 @@ class TpuAllocator final : public c10::DeviceAllocator {
 };
 
 TpuAllocator& allocator();
+
+// The byte figures getDeviceStats reports and where each came from (runtime/memory_figures.h).
+runtime::MemoryFigures memory_figures(c10::DeviceIndex device);
+// free/total bytes as getMemoryInfo reports them, with their source.
+runtime::MemoryTotals memory_totals(c10::DeviceIndex device);
 
 // The DeviceStorage behind a tpu storage or tensor; errors clearly for anything else.
 runtime::DeviceStorage& storage_of(const c10::Storage& storage);

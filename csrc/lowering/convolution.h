@@ -10,6 +10,7 @@ struct ConvParams {
   hlo::Dims stride, padding, dilation, output_padding;
   int64_t groups = 1;
   bool transposed = false;
+  bool tf32 = false;  // float32 at DEFAULT precision (attr "tf32", aten/precision_policy.h)
 };
 
 // y = conv(x, w) or conv_transpose(x, w); no bias.

@@ -9,11 +9,15 @@
 namespace tpu::lowering {
 namespace {
 
-Value matmul(Builder& b, Value x, Value y, const hlo::Dims& batch, int64_t lc, int64_t rc) {
+// attr "tf32" (set by aten/precision_policy.cc for float32 only): DEFAULT precision.
+bool allows_tf32(const Context& ctx) { return ctx.attrs.get_bool("tf32", false); }
+
+Value matmul(Builder& b, bool tf32, Value x, Value y, const hlo::Dims& batch, int64_t lc, int64_t rc) {
   const ElementType t = b.dtype(x);
   const bool half = t == ElementType::kF16 || t == ElementType::kBF16;
   const ElementType acc = half ? ElementType::kF32 : t;
-  Value r = b.dot_general(x, y, batch, batch, {lc}, {rc}, acc, is_floating(t));
+  const bool highest = is_floating(t) && !(tf32 && t == ElementType::kF32);
+  Value r = b.dot_general(x, y, batch, batch, {lc}, {rc}, acc, highest);
   return b.convert(r, t);
 }
 
@@ -34,7 +38,7 @@ std::vector<Value> lower_mm(Context& ctx, const std::vector<Value>& in) {
                                 " and " + std::to_string(b.dims(in[1])[0]) + "x" +
                                 std::to_string(b.dims(in[1])[1]) + ")");
   }
-  return {matmul(b, in[0], in[1], {}, 1, 0)};
+  return {matmul(b, allows_tf32(ctx), in[0], in[1], {}, 1, 0)};
 }
 
 std::vector<Value> lower_bmm(Context& ctx, const std::vector<Value>& in) {
@@ -47,7 +51,7 @@ std::vector<Value> lower_bmm(Context& ctx, const std::vector<Value>& in) {
     throw std::invalid_argument("bmm: expected batch1 " + b.type(in[0]).str() + " and batch2 " +
                                 b.type(in[1]).str() + " to have matching batch and inner sizes");
   }
-  return {matmul(b, in[0], in[1], {0}, 2, 1)};
+  return {matmul(b, allows_tf32(ctx), in[0], in[1], {0}, 2, 1)};
 }
 
 // addmm(bias, m1, m2, beta, alpha) = beta * bias + alpha * (m1 @ m2).
@@ -75,7 +79,7 @@ std::vector<Value> lower_mv(Context& ctx, const std::vector<Value>& in) {
                                 std::to_string(b.dims(in[0])[0]) + "x" + std::to_string(b.dims(in[0])[1]) +
                                 "), vec (" + std::to_string(b.dims(in[1])[0]) + ")");
   }
-  return {matmul(b, in[0], in[1], {}, 1, 0)};
+  return {matmul(b, allows_tf32(ctx), in[0], in[1], {}, 1, 0)};
 }
 
 std::vector<Value> lower_dot(Context& ctx, const std::vector<Value>& in) {
@@ -89,7 +93,7 @@ std::vector<Value> lower_dot(Context& ctx, const std::vector<Value>& in) {
                                 std::to_string(b.dims(in[0])[0]) + " and " + std::to_string(b.dims(in[1])[0]) +
                                 " elements respectively");
   }
-  return {matmul(b, in[0], in[1], {}, 0, 0)};
+  return {matmul(b, allows_tf32(ctx), in[0], in[1], {}, 0, 0)};
 }
 
 // addmv(bias, mat, vec, beta, alpha): as addmm with a vector.

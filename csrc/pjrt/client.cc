@@ -177,7 +177,12 @@ std::optional<MemoryStats> Client::memory_stats(int device_index) const {
   }
   MemoryStats stats;
   stats.bytes_in_use = args.bytes_in_use;
+  if (args.peak_bytes_in_use_is_set) stats.peak_bytes_in_use = args.peak_bytes_in_use;
+  if (args.num_allocs_is_set) stats.num_allocs = args.num_allocs;
+  if (args.largest_alloc_size_is_set) stats.largest_alloc_size = args.largest_alloc_size;
   if (args.bytes_limit_is_set) stats.bytes_limit = args.bytes_limit;
+  if (args.bytes_reserved_is_set) stats.bytes_reserved = args.bytes_reserved;
+  if (args.peak_bytes_reserved_is_set) stats.peak_bytes_reserved = args.peak_bytes_reserved;
   return stats;
 }
 

@@ -43,9 +43,15 @@ struct DeviceInfo {
   std::string debug_string;  // e.g. "TFRT_CPU_0"
 };
 
+// What PJRT_Device_MemoryStats reports; the optional fields are those a plugin may leave unset.
 struct MemoryStats {
   int64_t bytes_in_use = 0;
+  std::optional<int64_t> peak_bytes_in_use;
+  std::optional<int64_t> num_allocs;
+  std::optional<int64_t> largest_alloc_size;
   std::optional<int64_t> bytes_limit;
+  std::optional<int64_t> bytes_reserved;
+  std::optional<int64_t> peak_bytes_reserved;
 };
 
 // How the runtime may use host memory handed to buffer_from_host.

@@ -99,6 +99,10 @@ class _DeviceProperties:
         self.plugin = info["plugin"]
         self.pjrt_api_version = info["pjrt_api_version"]
         self.debug_string = info["debug_string"]
+        # Reported by the plugin (PJRT device description), e.g. "NVIDIA H200" or "cpu".
+        self.device_kind = info["device_kind"]
+        # "pjrt" when total_memory is the plugin's memory limit, "host" for the host's memory.
+        self.total_memory_source = info["total_memory_source"]
 
     def __repr__(self):
         return (

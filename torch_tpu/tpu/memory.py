@@ -5,13 +5,39 @@ from ._device import _get_device_index
 
 
 def memory_stats(device=None):
-    """Nested statistics like torch.cuda.memory_stats, flattened to "key.all.current" names."""
-    stats = _C._memory_stats(_get_device_index(device))
+    """Nested statistics like torch.cuda.memory_stats, flattened to "key.all.current" names.
+
+    ``"source"`` says where the byte figures come from: ``"pjrt"`` when the plugin reports
+    device memory statistics (GPU, TPU), else ``"allocator"`` (torch_tpu's count of live tpu
+    storages; the CPU plugin). ``memory_sources()`` gives the source of each figure."""
+    index = _get_device_index(device)
+    stats = _C._memory_stats(index)
+    sources = stats.pop("source")
     flat = {}
     for group, values in stats.items():
         for metric, value in values.items():
             flat[f"{group}.all.{metric}"] = value
+    flat["source"] = sources["allocated_bytes.current"]
     return dict(sorted(flat.items()))
+
+
+def memory_sources(device=None):
+    """Where each memory figure comes from: ``"pjrt"`` (the plugin's device statistics),
+    ``"allocator"`` (torch_tpu's live-storage counters) or ``"host"`` (the host's memory, for
+    totals on the CPU plugin). Keys: ``allocated_bytes.current`` (memory_allocated),
+    ``allocated_bytes.peak`` (max_memory_allocated), ``reserved_bytes.current``
+    (memory_reserved) and ``total_memory`` (mem_get_info, get_device_properties)."""
+    index = _get_device_index(device)
+    sources = dict(_C._memory_stats(index)["source"])
+    sources["total_memory"] = _C._mem_get_info(index)[2]
+    return sources
+
+
+def mem_get_info(device=None):
+    """(free, total) bytes of the device, like torch.cuda.mem_get_info: the plugin's memory
+    limit and bytes in use when it reports them, else the host's available and physical memory."""
+    free, total, _source = _C._mem_get_info(_get_device_index(device))
+    return free, total
 
 
 def memory_allocated(device=None):

@@ -700,8 +700,17 @@ std::string Builder::module_text(const std::vector<Value>& outputs) const {
   text += ") -> (" + type_list(outputs) + ") {\n";
   text += blocks_[0];
   text += "    \"func.return\"(" + operand_list(outputs) + ") : (" + type_list(outputs) + ") -> ()\n";
-  text += "  }\n}\n";
+  text += "  }\n";
+  for (const auto& f : functions_) text += f.second + "\n";
+  text += "}\n";
   return text;
+}
+
+void Builder::add_function(const std::string& symbol, const std::string& text) {
+  for (const auto& f : functions_) {
+    if (f.first == symbol) return;
+  }
+  functions_.emplace_back(symbol, text);
 }
 
 }  // namespace tpu::hlo

@@ -137,7 +137,10 @@ class Builder {
   // ---- random bits: (new_state, bits) from a THREE_FRY state of type ui64[2]
   std::pair<Value, Value> rng_bit_generator(Value state, const TensorType& bits_type);
 
-  // The whole module with a public @main returning `outputs`.
+  // Adds a module-level function (custom kernels: a JAX/StableHLO function called with
+  // func.call). `text` is its full MLIR; a symbol already added is kept as it is.
+  void add_function(const std::string& symbol, const std::string& text);
+  // The whole module with a public @main returning `outputs` (then the added functions).
   std::string module_text(const std::vector<Value>& outputs) const;
   // Collective programs: the module runs as `n` replicas (one per device of a group).
   void set_num_replicas(int64_t n) { num_replicas_ = n; }
@@ -154,6 +157,7 @@ class Builder {
   std::vector<int> param_alias_;  // output index per parameter, -1 if none
   std::vector<std::string> blocks_;  // stack: [0] is the function body
   int64_t num_replicas_ = 1;
+  std::vector<std::pair<std::string, std::string>> functions_;  // (symbol, text), in order added
 };
 
 // Printing helpers shared with callers that build attributes by hand.

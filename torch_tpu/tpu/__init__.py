@@ -21,8 +21,10 @@ from .memory import (
     empty_cache,
     max_memory_allocated,
     max_memory_reserved,
+    mem_get_info,
     memory_allocated,
     memory_reserved,
+    memory_sources,
     memory_stats,
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
@@ -40,6 +42,7 @@ from .random import (
     set_rng_state_all,
 )
 from .streams import Event, Stream, current_stream, default_stream, stream
+from . import pallas  # custom JAX / Pallas kernels (JAX imported lazily)
 
 
 def get_amp_supported_dtype():
@@ -98,10 +101,13 @@ __all__ = [
     "is_initialized",
     "manual_seed",
     "manual_seed_all",
+    "pallas",
     "max_memory_allocated",
     "max_memory_reserved",
     "memory_allocated",
     "memory_reserved",
+    "mem_get_info",
+    "memory_sources",
     "memory_stats",
     "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",

@@ -1,0 +1,61 @@
+#include "python/custom_kernels.h"
+
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <c10/util/Exception.h>
+
+#include "aten/op_runner.h"
+#include "aten/tensor_access.h"
+#include "lowering/custom_kernel.h"
+
+namespace py = pybind11;
+
+namespace tpu::python {
+namespace {
+
+// Runs kernel `symbol` on `inputs` (tpu tensors, passed in their own dtypes) as one op: a
+// per-op program in Strict/Debug mode, part of the deferred graph in Fused mode and of the
+// compiled program under torch.compile. Returns fresh outputs of the given shapes and dtypes.
+std::vector<at::Tensor> run_custom_kernel(const std::string& symbol, const std::vector<at::Tensor>& inputs,
+                                          const std::vector<std::vector<int64_t>>& out_shapes,
+                                          const std::vector<at::ScalarType>& out_dtypes) {
+  const char* label = lowering::custom_kernel_label(symbol);
+  TORCH_CHECK(label != nullptr, "torch_tpu: custom kernel @", symbol, " is not registered");
+  TORCH_CHECK(out_shapes.size() == out_dtypes.size(), label, ": ", out_shapes.size(), " output shapes but ",
+              out_dtypes.size(), " output dtypes");
+  TORCH_CHECK(!out_shapes.empty(), label, ": a kernel must return at least one array");
+  aten::OpRunner runner("custom_kernel", label);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    TORCH_CHECK(t.is_privateuseone(), label, ": input ", i, " is a ", t.device().str(),
+                " tensor; every input must be on the tpu device");
+    runner.input(t);
+  }
+  hlo::Dims dtypes, ranks, dims;
+  for (size_t i = 0; i < out_shapes.size(); ++i) {
+    TORCH_CHECK(aten::is_supported(out_dtypes[i]), label, ": output ", i, " has unsupported dtype ", out_dtypes[i]);
+    dtypes.push_back(static_cast<int64_t>(aten::element_type(out_dtypes[i])));
+    ranks.push_back(static_cast<int64_t>(out_shapes[i].size()));
+    dims.insert(dims.end(), out_shapes[i].begin(), out_shapes[i].end());
+  }
+  runner.attrs()
+      .set_string("kernel", symbol)
+      .set_ints("out_dtypes", dtypes)
+      .set_ints("out_ranks", ranks)
+      .set_ints("out_dims", dims);
+  return runner.run(out_shapes.size());
+}
+
+}  // namespace
+
+void bind_custom_kernels(py::module_& m) {
+  m.def("_register_custom_kernel", [](const std::string& symbol, const std::string& text, const std::string& label) {
+    lowering::register_custom_kernel(symbol, text, label);
+  });
+  m.def("_has_custom_kernel",
+        [](const std::string& symbol) { return lowering::custom_kernel_label(symbol) != nullptr; });
+  m.def("_run_custom_kernel", &run_custom_kernel);
+}
+
+}  // namespace tpu::python

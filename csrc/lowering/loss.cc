@@ -103,6 +103,8 @@ Args lower_nll_loss_backward(Context& ctx, const Args& in) {
   const int64_t reduction = ctx.attrs.get_int("reduction");
   Value scale = b.mul(b.neg(w), b.broadcast_to(grad, b.dims(w)));
   if (reduction == kMean) scale = b.div(scale, b.broadcast_to(total, b.dims(scale)));
+  // Ignored targets get exactly 0, as in ATen, even when every target is ignored (total 0).
+  scale = b.select(p.valid, scale, b.full(b.type(scale), 0));
   Dims map;
   for (int64_t i = 0; i < static_cast<int64_t>(sd.size()); ++i) if (i != p.class_dim) map.push_back(i);
   Value full = b.broadcast_in_dim(scale, sd, map);

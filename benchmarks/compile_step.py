@@ -126,10 +126,32 @@ def measure(workload, contenders, steps_per_round, rounds, warmup):
                 fn()
             rates[c].append(steps_per_round / (time.perf_counter() - start))
     med = {c: statistics.median(r) for c, r in rates.items()}
-    ref = values.get("eager_cpu")
-    diffs = {c: max(abs(a - b) for a, b in zip(v, ref)) for c, v in values.items() if ref}
+    diffs = check_agreement(workload, values)
     return {"steps_per_second": med, "all_steps_per_second": rates, "warmup_seconds": warm,
             "first_values": values, "max_difference_vs_eager_cpu_during_warmup": diffs}
+
+
+# Every contender must compute the same values as PyTorch CPU eager over the warm-up steps
+# (relative, as reduction orders differ): a faster wrong step is not a result.
+_AGREEMENT_RTOL = 1e-4
+
+
+def check_agreement(workload, values):
+    ref = values.get("eager_cpu")
+    if ref is None:
+        return {}
+    diffs = {c: max(abs(a - b) for a, b in zip(v, ref)) for c, v in values.items()}
+    scale = max(abs(r) for r in ref) or 1.0
+    wrong = {c: d for c, d in diffs.items() if d > _AGREEMENT_RTOL * scale}
+    if wrong:
+        raise SystemExit(f"{workload}: contenders disagree with PyTorch CPU eager beyond rtol "
+                         f"{_AGREEMENT_RTOL}: {wrong} (values {values})")
+    return diffs
+
+
+def round_ratio(rates, a, b):
+    """Median over rounds of a's rate / b's rate in the same round (host speed drifts between rounds)."""
+    return statistics.median(x / y for x, y in zip(rates[a], rates[b]))
 
 
 def main():
@@ -137,26 +159,38 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=os.cpu_count(),
+                        help="torch.set_num_threads for the CPU contenders (pinned; default: all cores)")
     parser.add_argument("--workloads", nargs="*", default=["llama_train", "mingpt_train", "resnet18_infer"])
     parser.add_argument("--contenders", nargs="*", default=CONTENDERS, choices=CONTENDERS)
     args = parser.parse_args()
     torch._dynamo.config.cache_size_limit = 64
+    # PyTorch's CPU kernels use every core by default; pinned, so a contender's speed does not
+    # collapse when another thread (our launcher, XLA's pool) competes for the 2 cores.
+    torch.set_num_threads(args.threads)
     data, table = {}, [["workload"] + args.contenders + ["compile / inductor", "compile / eager cpu",
                                                          "compile / jax"]]
     for w in args.workloads:
         r = measure(w, args.contenders, args.steps, args.rounds, args.warmup)
         data[w] = r
-        med = r["steps_per_second"]
-        e = med.get("tpu_compile")
+        med, rates = r["steps_per_second"], r["all_steps_per_second"]
         row = [w] + [f"{med[c]:.1f}/s (warm-up {r['warmup_seconds'][c]:.1f} s)" if c in med else "-"
                      for c in args.contenders]
+        r["ratios"] = {}
         for ref in ("inductor_cpu", "eager_cpu", "jax_jit"):
-            row.append(f"{e / med[ref]:.2f}x" if e and ref in med else "-")
+            if "tpu_compile" in rates and ref in rates:
+                r["ratios"][f"tpu_compile/{ref}"] = round_ratio(rates, "tpu_compile", ref)
+                row.append(f"{r['ratios'][f'tpu_compile/{ref}']:.2f}x")
+            else:
+                row.append("-")
         table.append(row)
         print(row, flush=True)
     write("compile_step", 'torch.compile(backend="tpu") vs eager, Inductor, Strict, Fused and JAX', data, table, [
         "Steps per second (median of rounds; higher is better). Warm-up = the first "
-        f"{args.warmup} calls, compilation included. Ratios are (e) tpu_compile over the others.",
+        f"{args.warmup} calls, compilation included. Ratios are (e) tpu_compile over the others, "
+        "the median of per-round ratios (contenders alternate within each round). "
+        f"torch.set_num_threads({args.threads}) for the CPU contenders. Every contender's warm-up "
+        f"losses equal PyTorch CPU eager's within rtol {_AGREEMENT_RTOL} (checked; the run fails otherwise).",
         "Targets: (e) >= 1.0x Inductor and >= 2x eager CPU on the training steps; (e) within 1.1x of JAX.",
     ])
 

@@ -33,7 +33,10 @@ def make(device, size="reference", seed=0, compiled=False):
     cfg = LlamaConfig(vocab_size=256, dim=dim, n_layers=2, n_heads=4, n_kv_heads=2,
                       hidden_dim=s["hidden"], max_seq_len=64)
     model = Llama(cfg).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01, capturable=compiled)
+    # foreach=True on every device: PyTorch's default picks the foreach implementation for
+    # accelerators but the per-tensor loop on the CPU, and the host-work ceiling ("tiny" on the
+    # CPU) must run the same optimizer code as the tpu contenders.
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01, capturable=compiled, foreach=True)
     g = torch.Generator().manual_seed(seed + 1)
     tokens = torch.randint(0, 256, (batch, seq + 1), generator=g)
     x, y = tokens[:, :-1].to(device), tokens[:, 1:].to(device)

@@ -26,6 +26,18 @@ def no_fallback():
 
 
 @pytest.fixture
+def strict_no_fallback():
+    """Strict mode (an op without a tpu kernel raises instead of running on the CPU), and no op
+    may have fallen back while the test ran."""
+    previous = torch_tpu.get_fallback_mode()
+    torch_tpu.set_fallback_mode("error")
+    torch_tpu.reset_fallback_counts()
+    yield
+    torch_tpu.set_fallback_mode(previous)
+    assert torch_tpu.fallback_counts() == {}, f"ops fell back to the CPU: {torch_tpu.fallback_counts()}"
+
+
+@pytest.fixture
 def fresh_dynamo():
     """torch.compile tests: Dynamo's caches and the tpu graph runner's counters start empty."""
     import torch._dynamo

@@ -21,14 +21,9 @@ BF16_TOL = dict(rtol=3e-2, atol=3e-2)
 
 
 @pytest.fixture
-def strict_fallback():
-    """Any op that would run on the CPU raises instead (strict mode)."""
-    previous = torch_tpu.get_fallback_mode()
-    torch_tpu.set_fallback_mode("error")
-    torch_tpu.reset_fallback_counts()
+def strict_fallback(strict_no_fallback):
+    """Any op that would run on the CPU raises instead (strict mode; conftest.py)."""
     yield
-    torch_tpu.set_fallback_mode(previous)
-    assert torch_tpu.fallback_counts() == {}
 
 
 # ---- detection --------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include "aten/fallback.h"
+#include "aten/precision_policy.h"
 #include "device/allocator.h"
 #include "device/current_device.h"
 #include "device/event.h"
@@ -16,6 +17,7 @@
 #include "exec/fused_graph.h"
 #include "lowering/registry.h"
 #include "python/compiled_graph.h"
+#include "python/custom_kernels.h"
 #include "python/distributed.h"
 #include "runtime/launch_queue.h"
 #include "runtime/runtime.h"
@@ -35,8 +37,18 @@ py::dict device_info(int index) {
   d["platform_version"] = rt.client().platform_version();
   d["plugin"] = rt.client().plugin().path();
   d["pjrt_api_version"] = rt.client().plugin().api_version_string();
-  d["total_memory"] = device::allocator().getMemoryInfo(static_cast<c10::DeviceIndex>(index)).second;
+  // Facts the plugin reports: the device kind (e.g. "NVIDIA H200", "TPU v5 lite", "cpu") and
+  // the memory limit of its allocator, or the host's memory where it reports none.
+  d["device_kind"] = dev.kind;
+  const runtime::MemoryTotals totals = device::memory_totals(static_cast<c10::DeviceIndex>(index));
+  d["total_memory"] = totals.total;
+  d["total_memory_source"] = totals.source;
   return d;
+}
+
+py::tuple mem_get_info(int index) {
+  const runtime::MemoryTotals t = device::memory_totals(static_cast<c10::DeviceIndex>(index));
+  return py::make_tuple(t.free, t.total, t.source);
 }
 
 py::dict stat_dict(const c10::CachingAllocator::Stat& s) {
@@ -55,6 +67,13 @@ py::dict memory_stats(int index) {
   d["allocated_bytes"] = stat_dict(stats.allocated_bytes[kAll]);
   d["reserved_bytes"] = stat_dict(stats.reserved_bytes[kAll]);
   d["allocation"] = stat_dict(stats.allocation[kAll]);
+  // Where each byte figure came from: "pjrt" (the plugin's statistics) or "allocator".
+  const runtime::MemoryFigures f = device::memory_figures(static_cast<c10::DeviceIndex>(index));
+  py::dict source;
+  source["allocated_bytes.current"] = f.allocated_source;
+  source["allocated_bytes.peak"] = f.peak_source;
+  source["reserved_bytes.current"] = f.reserved_source;
+  d["source"] = source;
   return d;
 }
 
@@ -133,6 +152,9 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_device_info", &python::device_info);
   m.def("_memory_stats", &python::memory_stats);
+  m.def("_mem_get_info", &python::mem_get_info);
+  m.def("_conv_allow_tf32", &aten::conv_allows_tf32);
+  m.def("_set_conv_allow_tf32", &aten::set_conv_allows_tf32);
   m.def("_reset_peak_memory_stats",
         [](int i) { device::allocator().resetPeakStats(static_cast<c10::DeviceIndex>(i)); });
   m.def("_reset_accumulated_memory_stats",
@@ -177,6 +199,9 @@ PYBIND11_MODULE(_C, m) {
     py::dict d;
     d["queued"] = s.queued;
     d["inlined"] = s.inlined;
+    const runtime::ExecuteCallStats e = runtime::execute_call_stats();
+    d["execute_calls"] = e.calls;
+    d["execute_seconds"] = static_cast<double>(e.nanoseconds) * 1e-9;
     return d;
   });
   m.def("_deferred_check_stats", [](int i) {
@@ -203,4 +228,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("_capture_begin", &python::capture_begin);
   m.def("_capture_end", &python::capture_end);
   python::bind_distributed(m);
+  python::bind_custom_kernels(m);
 }

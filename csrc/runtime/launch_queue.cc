@@ -23,6 +23,13 @@ constexpr auto kSpin = std::chrono::microseconds(50);
 constexpr uint64_t kNotifyEvery = 64;
 
 std::atomic<uint64_t> pushed_count{0};
+std::atomic<uint64_t> execute_calls{0};
+std::atomic<uint64_t> execute_ns{0};
+
+uint64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 void wait_for_launches() { LaunchQueue::get().drain(); }
 
@@ -179,8 +186,11 @@ void launch_now(Launch& launch) {
     args.clear();
     for (size_t i = 0; i < launch.num_args; ++i) args.push_back(launch.buffers[i]->raw());
     outputs.assign(num_outputs, nullptr);
+    const uint64_t start = steady_ns();
     done = launch.exe->execute_raw(args.data(), args.size(), rt.device(launch.device).raw,
                                    launch.non_donatable, outputs.data());
+    execute_ns.fetch_add(steady_ns() - start, std::memory_order_relaxed);
+    execute_calls.fetch_add(1, std::memory_order_relaxed);
   } catch (const std::exception& e) {
     // An input that failed earlier carries that launch's message already.
     const std::string what = e.what();
@@ -194,6 +204,10 @@ void launch_now(Launch& launch) {
   auto event = std::make_shared<pjrt::Event>(launch.exe->api(), done);
   if (traced) trace_execution(*event, launch, launch_ns);
   rt.tracker(launch.device).add(std::move(event), launch.label, std::move(launch.buffers));
+}
+
+ExecuteCallStats execute_call_stats() {
+  return ExecuteCallStats{execute_calls.load(std::memory_order_relaxed), execute_ns.load(std::memory_order_relaxed)};
 }
 
 void LaunchQueue::run(Launch& launch) {

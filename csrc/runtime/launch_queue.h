@@ -45,6 +45,14 @@ struct Launch {
 // directly.)
 void launch_now(Launch& launch);
 
+// Calls into PJRT's Execute and the wall time spent inside them, over all launches (benchmarks
+// separate our host work from the plugin's: the XLA CPU plugin runs small programs inline).
+struct ExecuteCallStats {
+  uint64_t calls = 0;
+  uint64_t nanoseconds = 0;
+};
+ExecuteCallStats execute_call_stats();
+
 class LaunchQueue {
  public:
   static LaunchQueue& get();

@@ -21,9 +21,7 @@ from conformance.module_report import run_category
 
 BUDGET_S = 3.0
 
-KNOWN_FAILURES = {
-    "nn.CTCLoss": "aten::_ctc_loss has no tpu lowering (CPU fallback; strict mode raises)",
-}
+KNOWN_FAILURES = {}
 
 SUBSET = [
     "nn.Linear", "nn.Conv1d", "nn.Conv2d", "nn.BatchNorm1d", "nn.BatchNorm2d", "nn.LayerNorm", "nn.GroupNorm",

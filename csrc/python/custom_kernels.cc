@@ -1,5 +1,7 @@
 #include "python/custom_kernels.h"
 
+#include <optional>
+
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -16,10 +18,13 @@ namespace {
 
 // Runs kernel `symbol` on `inputs` (tpu tensors, passed in their own dtypes) as one op: a
 // per-op program in Strict/Debug mode, part of the deferred graph in Fused mode and of the
-// compiled program under torch.compile. Returns fresh outputs of the given shapes and dtypes.
+// compiled program under torch.compile. Output i is written into targets[i] when given (an
+// input aliased to it: the program then reuses that input's buffer, donated to the output when
+// nothing else holds it); the others are returned as fresh tensors, in order.
 std::vector<at::Tensor> run_custom_kernel(const std::string& symbol, const std::vector<at::Tensor>& inputs,
                                           const std::vector<std::vector<int64_t>>& out_shapes,
-                                          const std::vector<at::ScalarType>& out_dtypes) {
+                                          const std::vector<at::ScalarType>& out_dtypes,
+                                          const std::vector<std::optional<at::Tensor>>& targets) {
   const char* label = lowering::custom_kernel_label(symbol);
   TORCH_CHECK(label != nullptr, "torch_tpu: custom kernel @", symbol, " is not registered");
   TORCH_CHECK(out_shapes.size() == out_dtypes.size(), label, ": ", out_shapes.size(), " output shapes but ",
@@ -44,7 +49,19 @@ std::vector<at::Tensor> run_custom_kernel(const std::string& symbol, const std::
       .set_ints("out_dtypes", dtypes)
       .set_ints("out_ranks", ranks)
       .set_ints("out_dims", dims);
-  return runner.run(out_shapes.size());
+  if (targets.empty()) return runner.run(out_shapes.size());
+  TORCH_CHECK(targets.size() == out_shapes.size(), label, ": ", targets.size(), " output targets for ",
+              out_shapes.size(), " outputs");
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (!targets[i].has_value()) continue;
+    const at::Tensor& t = *targets[i];
+    TORCH_CHECK(t.is_privateuseone(), label, ": the target of output ", i, " is a ", t.device().str(),
+                " tensor; it must be on the tpu device");
+    TORCH_CHECK(t.sizes().vec() == out_shapes[i] && t.scalar_type() == out_dtypes[i], label, ": output ", i,
+                " is ", out_dtypes[i], out_shapes[i], " but the input aliased to it is ", t.scalar_type(),
+                t.sizes());
+  }
+  return runner.run_mixed(targets);
 }
 
 }  // namespace
@@ -55,7 +72,8 @@ void bind_custom_kernels(py::module_& m) {
   });
   m.def("_has_custom_kernel",
         [](const std::string& symbol) { return lowering::custom_kernel_label(symbol) != nullptr; });
-  m.def("_run_custom_kernel", &run_custom_kernel);
+  m.def("_run_custom_kernel", &run_custom_kernel, py::arg("symbol"), py::arg("inputs"), py::arg("out_shapes"),
+        py::arg("out_dtypes"), py::arg("targets") = std::vector<std::optional<at::Tensor>>{});
 }
 
 }  // namespace tpu::python

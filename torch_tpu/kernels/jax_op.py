@@ -12,7 +12,7 @@ import inspect
 import torch
 import torch.utils._pytree as pytree
 
-from . import _jax_bridge
+from . import _donation, _jax_bridge
 from ._kernel_op import KernelOp, KernelTraceError, may_skip_dispatch
 from ._kernel_op import signature as signature_of
 
@@ -182,19 +182,23 @@ def _floating(dtype):
 class JaxOp:
     """The object ``jax_op`` returns: call it like the JAX function, with tensors."""
 
-    def __init__(self, name, fn, static_argnums, static_argnames, platform):
+    def __init__(self, name, fn, static_argnums, static_argnames, platform, input_output_aliases=None,
+                 donate_argnums=()):
         self.name = name
         self.fn = fn
         self.static_argnums = tuple(sorted(static_argnums))
         self.static_argnames = tuple(static_argnames)
+        self.input_output_aliases = dict(input_output_aliases or {})
+        self.donate_argnums = tuple(sorted(donate_argnums))
         self._source = _JaxSource(name, fn, platform)
-        self._kernel = KernelOp(name, self._source)
+        self._kernel = KernelOp(name, self._source, aliases=self.input_output_aliases.items())
         self._n_primals = {}
         self._vjp = KernelOp(name + "_vjp", _VjpSource(self._source, self._n_primals.__getitem__))
         self._user_backward = False
         self._positional = {}  # argument count -> spec of an all-tensor positional call
         self._trees = {}       # (spec, signature) -> output treedef
-        self._kernel.op.register_autograd(self._backward, setup_context=self._setup_context)
+        if not self.input_output_aliases:
+            self._kernel.op.register_autograd(self._backward, setup_context=self._setup_context)
 
     @property
     def custom_op(self):
@@ -228,6 +232,9 @@ class JaxOp:
         """Replaces the JAX vjp: ``setup_context(ctx, tensors, outputs)`` and
         ``backward(ctx, grads) -> grads of tensors`` work on the flat tensor lists (inputs in call
         order, pytrees flattened; outputs in JAX's flattening order)."""
+        if self.input_output_aliases:
+            raise NotImplementedError(_no_autograd_message(self.name))
+
         def wrapped_setup(ctx, inputs, output):
             if setup_context is not None:
                 setup_context(ctx, inputs[0], output)
@@ -271,7 +278,8 @@ class JaxOp:
         spec = self._source.spec_id(treedef, kinds, tuple(statics))
         return tensors, spec
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args, _donated=(), **kwargs):
+        """``_donated``: argument tensors the caller found consumable (see _donation.py)."""
         jax = _jax_bridge.jax()  # a clear error when JAX is missing, before anything else
         if not kwargs and all(type(a) is torch.Tensor for a in args) and not self.static_argnums:
             # The common call (tensors only): its spec is computed once per argument count.
@@ -282,14 +290,45 @@ class JaxOp:
         else:
             tensors, spec = self._split(args, kwargs)
         sig = tuple((t.shape, t.dtype) for t in tensors)
+        if self.input_output_aliases and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            raise RuntimeError(_no_autograd_message(self.name))
         if may_skip_dispatch(tensors):
-            outs = self._kernel.run_direct(tensors, spec, sig)
+            outs = self._kernel.run_direct(tensors, spec, sig, self._donations(tensors, spec, _donated))
         else:
             outs = self._kernel(tensors, spec)
         treedef = self._trees.get((spec, sig))
         if treedef is None:
             treedef = self._trees[(spec, sig)] = self._source.out_tree(spec, signature_of(tensors))
         return jax.tree_util.tree_unflatten(treedef, list(outs))
+
+    def _donations(self, tensors, spec, donated):
+        """{flat input index: output index} for the consumable donated tensors."""
+        if not donated:
+            return None
+        flat = [k for k, t in enumerate(tensors) if any(t is d for d in donated)
+                and k not in self.input_output_aliases]
+        shapes, dtypes = self._kernel.out_types(spec, tensors)
+        return _donation.pair_outputs(flat, tensors, shapes, dtypes, self.input_output_aliases.values())
+
+
+def _no_autograd_message(name):
+    return (f"{name}: a jax_op with input_output_aliases writes into its inputs in place and has no "
+            "backward; call it under torch.no_grad() or on tensors that do not require grad")
+
+
+def _check_aliasing_args(name, input_output_aliases, donate_argnums):
+    aliases = dict(input_output_aliases or {})
+    for i, j in aliases.items():
+        if not (isinstance(i, int) and isinstance(j, int)) or i < 0 or j < 0:
+            raise ValueError(f"{name}: input_output_aliases must map input indices to output indices "
+                             f"(non-negative ints), got {{{i!r}: {j!r}}}")
+    if len(set(aliases.values())) != len(aliases):
+        raise ValueError(f"{name}: input_output_aliases writes two inputs into one output: {aliases}")
+    donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+    for i in donate:
+        if not isinstance(i, int) or i < 0:
+            raise ValueError(f"{name}: donate_argnums must be non-negative ints, got {i!r}")
+    return aliases, donate
 
 
 def jax_op(name, fn=None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
@@ -299,22 +338,30 @@ def jax_op(name, fn=None, *, static_argnums=(), static_argnames=(), donate_argnu
     Tensors are passed in their own dtypes (no promotion; int64/float64 inputs trace with JAX's
     x64 mode). ``static_argnums`` / ``static_argnames`` are Python values baked into the
     program (one lowering per distinct value). ``platform`` lowers for another JAX platform
-    than the device's plugin ('cpu', 'cuda', 'tpu')."""
+    than the device's plugin ('cpu', 'cuda', 'tpu').
+
+    ``input_output_aliases={i: j}`` (flat tensor input i, flat output j, as in pallas_call):
+    output j is written into input i in place and the returned tensor is that input (views of
+    it see the new values); no backward. ``donate_argnums``: positional tensor arguments whose
+    buffers an output of the same shape and dtype may reuse - only when nothing else can read
+    them (see docs/custom_kernels.md); otherwise they are left unchanged."""
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)
     if isinstance(static_argnames, str):
         static_argnames = (static_argnames,)
-    if donate_argnums or input_output_aliases:
-        raise NotImplementedError(
-            f"{name}: donate_argnums / input_output_aliases are not supported yet: torch_tpu kernels "
-            "are functional ops (outputs are new tensors). Inside a Pallas kernel, "
-            "pallas_call(input_output_aliases=...) is fine: it stays within the kernel.")
+    aliases, donate = _check_aliasing_args(name, input_output_aliases, donate_argnums)
 
     def wrap(f):
-        op = JaxOp(name, f, static_argnums, static_argnames, platform)
+        op = JaxOp(name, f, static_argnums, static_argnames, platform, aliases, donate)
 
         @functools.wraps(f)
         def call(*args, **kwargs):
+            if donate and not torch.compiler.is_compiling():
+                # Asked here, before any other frame holds the arguments (see _donation.py).
+                held = [args[i] for i in donate if i < len(args) and _donation.held_only_by_call(args, i)]
+                consumable = [t for t in held if _donation.consumable(t)]
+                del held
+                return op(*args, _donated=consumable, **kwargs)
             return op(*args, **kwargs)
 
         call.jax_op = op

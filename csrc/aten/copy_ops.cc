@@ -1,5 +1,6 @@
 // Copies between tpu tensors, and between tpu and CPU tensors in both directions, plus
-// .item(). Host data crosses with PJRT transfers; on the device a copy is one "copy" program
+// .item(). Host data crosses with the transfers of runtime/transfers.h (this file only unpacks
+// tensors and picks the kind of transfer); on the device a copy is one "copy" program
 // (dtype conversion + broadcast + write into the destination view), or nothing at all when the
 // destination takes over the source's immutable buffer whole.
 #include <ATen/native/Resize.h>
@@ -12,6 +13,7 @@
 #include "exec/fused_graph.h"
 #include "device/host_allocator.h"
 #include "runtime/runtime.h"
+#include "runtime/transfers.h"
 
 namespace tpu::aten {
 namespace {
@@ -58,22 +60,13 @@ void host_to_device(const at::Tensor& src_cpu, const at::Tensor& dst, bool non_b
   at::Tensor src = src_cpu.to(dst.scalar_type()).contiguous();
   const hlo::TensorType type{element_type(src.scalar_type()), dims_of(src)};
   const bool async = non_blocking && device::pinned_allocator().is_pinned(src.data_ptr());
-  auto& client = runtime::Runtime::get().client();
-  auto transfer = client.buffer_from_host(
-      src.data_ptr(), type.dtype, type.dims, tpu_index(dst),
-      async ? pjrt::HostBufferSemantics::kKeepUntilTransferred : pjrt::HostBufferSemantics::kCopyDuringCall);
-  if (transfer.done_with_host) {
-    if (async) {
-      // The host tensor must outlive the transfer.
-      std::shared_ptr<pjrt::Event> done(std::move(transfer.done_with_host));
-      done->on_ready([keep = src](const pjrt::ErrorInfo*) mutable { keep.reset(); });
-      runtime::Runtime::get().tracker(tpu_index(dst)).add(done, "non-blocking host-to-device copy");
-    } else {
-      transfer.done_with_host->await("host-to-device transfer");
-    }
-  }
-  write_buffer(std::shared_ptr<pjrt::Buffer>(std::move(transfer.buffer)), type, dst,
-               "host-to-device copy");
+  auto& rt = runtime::Runtime::get();
+  const int device = tpu_index(dst);
+  std::shared_ptr<pjrt::Buffer> buffer =
+      async ? runtime::upload_async(rt.client(), src.data_ptr(), type.dtype, type.dims, device,
+                                    std::make_shared<at::Tensor>(src), rt.tracker(device))
+            : runtime::upload(rt.client(), src.data_ptr(), type.dtype, type.dims, device);
+  write_buffer(std::move(buffer), type, dst, "host-to-device copy");
 }
 
 void device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
@@ -83,20 +76,16 @@ void device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_block
   at::Tensor host = direct ? dst : at::empty(src.sizes(), src.options().device(at::kCPU));
   const size_t nbytes = static_cast<size_t>(src.numel()) * src.element_size();
   const char* writer = storage(src).last_writer();
+  runtime::WorkTracker& tracker = runtime::Runtime::get().tracker(tpu_index(src));
   if (direct && non_blocking && device::pinned_allocator().is_pinned(dst.data_ptr())) {
-    std::shared_ptr<pjrt::Event> done(buffer->to_host_async(host.data_ptr(), nbytes));
-    done->on_ready([buffer](const pjrt::ErrorInfo*) mutable { buffer.reset(); });
-    runtime::Runtime::get().tracker(tpu_index(src)).add(done, "non-blocking device-to-host copy");
+    runtime::download_async(std::move(buffer), host.data_ptr(), nbytes, tracker);
     return;
   }
   try {
-    buffer->to_host(host.data_ptr(), nbytes);
+    // Also raises a failed torch._assert_async of the device (a blocking read synchronizes).
+    runtime::download(*buffer, host.data_ptr(), nbytes, writer, tracker);
   } catch (const std::exception& e) {
-    TORCH_CHECK(false, runtime::device_error_message(writer, e.what()));
-  }
-  // A blocking read is a synchronization: it raises a failed torch._assert_async of the device.
-  if (auto failed = runtime::Runtime::get().tracker(tpu_index(src)).checks().take_failure()) {
-    TORCH_CHECK(false, *failed);
+    TORCH_CHECK(false, e.what());
   }
   if (!direct) dst.copy_(host);
 }
@@ -119,8 +108,8 @@ void device_to_device(const at::Tensor& src, const at::Tensor& dst) {
     return;
   }
   std::shared_ptr<pjrt::Buffer> buffer = dense_buffer(src);
-  auto& rt = runtime::Runtime::get();
-  std::shared_ptr<pjrt::Buffer> moved(buffer->copy_to_device(rt.device(tpu_index(dst)).raw));
+  std::shared_ptr<pjrt::Buffer> moved =
+      runtime::copy_to_device(*buffer, runtime::Runtime::get().device(tpu_index(dst)));
   write_buffer(std::move(moved), hlo::TensorType{element_type(src.scalar_type()), dims_of(src)}, dst,
                "device-to-device copy");
 }
@@ -135,11 +124,10 @@ std::shared_ptr<pjrt::Event> write_adopting_host_memory(const at::Tensor& host, 
     return nullptr;
   }
   const hlo::TensorType type{element_type(host.scalar_type()), dims_of(host)};
-  auto transfer = runtime::Runtime::get().client().buffer_from_host(
-      host.data_ptr(), type.dtype, type.dims, tpu_index(dst), pjrt::HostBufferSemantics::kZeroCopy);
-  write_buffer(std::shared_ptr<pjrt::Buffer>(std::move(transfer.buffer)), type, dst,
-               "host-to-device copy (tpu_dist)");
-  return std::shared_ptr<pjrt::Event>(std::move(transfer.done_with_host));
+  runtime::AdoptedUpload upload = runtime::upload_adopting(runtime::Runtime::get().client(), host.data_ptr(),
+                                                           type.dtype, type.dims, tpu_index(dst));
+  write_buffer(std::move(upload.buffer), type, dst, "host-to-device copy (tpu_dist)");
+  return std::move(upload.done_with_host);
 }
 
 namespace {

@@ -1,6 +1,8 @@
 // Host-to-device writes for callers that own their host memory (tpu_dist's host transport): the
 // host tensor's memory may become the device buffer itself - the XLA CPU plugin keeps device
 // buffers in host memory - so a large result costs no copy and no freshly faulted memory.
+// The tensor-facing side only: the transfer itself is runtime::upload_adopting
+// (runtime/transfers.h).
 #pragma once
 
 #include <ATen/core/Tensor.h>

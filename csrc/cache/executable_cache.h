@@ -1,7 +1,7 @@
 // The compilation cache shared by every execution path: program description (StableHLO text,
 // compile options, plugin identity and version, device kind) -> loaded executable.
 //
-// Two tiers: a bounded LRU of loaded executables in memory (2048; see exec/executor.cc for why
+// Two tiers: a bounded LRU of loaded executables in memory (2048; see exec/program_cache.cc for why
 // the number of live executables is bounded), and serialized executables on disk
 // (cache/disk_cache.h) that survive the process. A lookup tries memory, then disk, then
 // compiles and fills both.

@@ -8,7 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include "device/current_device.h"
-#include "exec/executor.h"
+#include "exec/program_cache.h"
 #include "runtime/runtime.h"
 
 namespace tpu::device {
@@ -86,7 +86,7 @@ void TpuAllocator::account_resize(int device, size_t old_nbytes, size_t new_nbyt
   g_stats[device].bytes.increase(new_nbytes);
 }
 
-void TpuAllocator::emptyCache(c10::MempoolId_t) { exec::Executor::get().scalars().clear(); }
+void TpuAllocator::emptyCache(c10::MempoolId_t) { exec::ProgramCache::get().scalars().clear(); }
 
 runtime::MemoryFigures memory_figures(c10::DeviceIndex device) {
   runtime::check_device_index(device);

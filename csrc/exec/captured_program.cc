@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-#include "exec/executor.h"
+#include "exec/program_cache.h"
 #include "runtime/launch_queue.h"
 
 namespace tpu::exec {
@@ -40,7 +40,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> run_program(
   const int64_t donated_now =
       static_cast<int64_t>(donatable.size() - launch.non_donatable.size());
   runtime::launch_now(launch);  // throws, naming `label`, when PJRT refuses it
-  Executor::get().count_execution();
+  ProgramCache::get().count_execution();
   donated.fetch_add(donated_now, std::memory_order_relaxed);
   return outputs;
 }

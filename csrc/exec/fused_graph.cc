@@ -5,7 +5,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "exec/executor.h"
+#include "exec/zero_fill.h"
 #include "hlo/builder.h"
 #include "profiler/trace_hooks.h"
 #include "runtime/runtime.h"
@@ -15,8 +15,6 @@ namespace tpu::exec {
 namespace {
 
 constexpr size_t kDefaultMaxOps = 5000;
-// Graph programs kept (each holds its executable; see kMaxPrograms in executor.cc).
-constexpr size_t kMaxGraphPrograms = 256;
 // A repeat of the first op closes the graph only after this many ops, so a loop of a few
 // identical ops still fuses into graphs of several.
 constexpr size_t kMinOpsBeforeRepeat = 8;
@@ -52,7 +50,7 @@ bool FusedGraph::OpMark::repeats(const OpMark& first) const {
   return true;
 }
 
-FusedGraph::FusedGraph(Executor& executor) : executor_(executor), max_ops_(max_ops_from_env()) {
+FusedGraph::FusedGraph() : programs_(ProgramCache::get()), max_ops_(max_ops_from_env()) {
   runtime::set_pending_work(this);
 }
 
@@ -61,11 +59,6 @@ FusedGraph::~FusedGraph() { runtime::set_pending_work(nullptr); }
 FusedStats FusedGraph::stats() const {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   return stats_;
-}
-
-void FusedGraph::clear_programs() {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
-  programs_.clear();
 }
 
 size_t FusedGraph::pending_ops() const {
@@ -140,11 +133,14 @@ std::vector<FreshOutput> FusedGraph::record(OpCall call) {
   CallLayout layout = layout_of(call, slot_fn);
   auto missing = unmaterialized(layout);
   if (!missing.empty()) {
-    executor_.materialize(call, missing);  // records zero fills
+    for (runtime::DeviceStorage* s : missing) {  // zero fills, recorded like any op
+      std::vector<FreshOutput> zeros = record(zero_fill_call(call, *s));
+      bind(s, zeros[0].pending);
+    }
     layout = layout_of(call, slot_fn);
   }
   const std::string sig = signature(call, layout);
-  std::shared_ptr<const OpProgram> program = executor_.program_for(call, layout, sig);
+  std::shared_ptr<const OpProgram> program = programs_.op_program(call, layout, sig);
 
   if (nodes_.empty()) {
     device_ = call.device;
@@ -260,9 +256,9 @@ void FusedGraph::reset_locked() {
   continuing_ = false;
 }
 
-std::shared_ptr<FusedGraph::Program> FusedGraph::build_locked(const std::vector<int>& outputs,
-                                                              const std::vector<int>& aliases) {
-  auto program = std::make_shared<Program>();
+std::shared_ptr<const GraphProgram> FusedGraph::build_locked(const std::vector<int>& outputs,
+                                                             const std::vector<int>& aliases) {
+  auto program = std::make_shared<GraphProgram>();
   hlo::Builder b;
   std::vector<hlo::Value> value_of(values_.size());
   for (const Param& p : params_) value_of[p.value] = b.parameter(values_[p.value].type);
@@ -308,8 +304,8 @@ std::shared_ptr<FusedGraph::Program> FusedGraph::build_locked(const std::vector<
     if (p < 6) shapes += std::string(p ? ", " : "") + hlo::dims_str(t.dims);
   }
   if (params_.size() > 6) shapes += ", ...";
-  executor_.churn().note_compile(group + ")", shapes);
-  program->exe = executor_.compile(mlir, what);
+  programs_.churn().note_compile(group + ")", shapes);
+  program->exe = programs_.compile(mlir, what);
   return program;
 }
 
@@ -357,17 +353,15 @@ void FusedGraph::flush_locked(CapturedProgram* captured) {
   }
   const cache::Fingerprint fp = cache::fingerprint(key);
 
-  std::shared_ptr<Program> program;
+  std::shared_ptr<const GraphProgram> program;
   try {
-    auto found = programs_.find(fp);
-    if (found != programs_.end()) {
-      program = found->second;
+    program = programs_.find_graph(fp);
+    if (program != nullptr) {
       ++stats_.graph_replays;
       if (profiler::tracing()) profiler::sink().cache_hit(kGraphLabel, "graph");
     } else {
       program = build_locked(outputs, aliases);
-      if (programs_.size() >= kMaxGraphPrograms) programs_.clear();
-      programs_.emplace(fp, program);
+      programs_.add_graph(fp, program);
       ++stats_.graph_compiles;
     }
   } catch (...) {
@@ -375,7 +369,6 @@ void FusedGraph::flush_locked(CapturedProgram* captured) {
     throw;
   }
 
-  runtime::Runtime& rt = runtime::Runtime::get();
   std::vector<std::shared_ptr<pjrt::Buffer>> params;
   params.reserve(params_.size());
   for (Param& p : params_) params.push_back(std::move(p.buffer));  // the sole extra reference
@@ -384,7 +377,7 @@ void FusedGraph::flush_locked(CapturedProgram* captured) {
   for (const auto& [node, arg] : program->runtime_args) {
     const ScalarValue v = runtime_value(nodes_[node].call, arg);
     scalars_fixed = scalars_fixed && v.cacheable;
-    scalars.push_back(executor_.scalars().get(rt.client(), device_, v));
+    scalars.push_back(programs_.scalar(device_, v));
   }
   if (captured != nullptr) {
     captured->exe = program->exe;

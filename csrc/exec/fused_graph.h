@@ -3,7 +3,8 @@
 // point - a host read of a pending storage, a synchronize or event, a mode switch, the size
 // limit, or the start of a repeat of the recorded op sequence - the whole graph is emitted with
 // the same per-op code as Strict mode (exec/program_builder.h emit_call) into one StableHLO
-// module, compiled once per graph signature (through the shared executable cache) and run.
+// module, compiled once per graph signature (a GraphProgram of the one ProgramCache,
+// exec/program_cache.h, which the Strict runner uses as a peer) and run.
 //
 // Graph inputs are the buffers of the storages the ops read; outputs are the newest values of
 // the storages still alive (temporaries that died are never materialised). A storage that is
@@ -23,16 +24,15 @@
 
 #include "cache/fingerprint.h"
 #include "exec/captured_program.h"
+#include "exec/fresh_output.h"
 #include "exec/op_call.h"
 #include "exec/program_builder.h"
+#include "exec/program_cache.h"
 #include "pjrt/executable.h"
 #include "runtime/device_storage.h"
 #include "runtime/pending_work.h"
 
 namespace tpu::exec {
-
-class Executor;
-struct FreshOutput;
 
 struct FusedStats {
   int64_t ops_recorded = 0;
@@ -45,7 +45,7 @@ struct FusedStats {
 
 class FusedGraph : public runtime::PendingWork {
  public:
-  explicit FusedGraph(Executor& executor);
+  FusedGraph();
   ~FusedGraph() override;
 
   // Records `call` (kept in the graph: pass it by move when the caller is done with it); fresh
@@ -69,7 +69,6 @@ class FusedGraph : public runtime::PendingWork {
   CapturedProgram flush_captured();
 
   FusedStats stats() const;
-  void clear_programs();
   size_t pending_ops() const;
 
  private:
@@ -88,11 +87,6 @@ class FusedGraph : public runtime::PendingWork {
     std::vector<int> slot_values;
     std::vector<int> out_values;
   };
-  struct Program {
-    std::shared_ptr<pjrt::LoadedExecutable> exe;
-    std::vector<std::pair<int, ProgramPlan::Arg>> runtime_args;  // (node, argument)
-    std::vector<int> donatable_params;
-  };
   // What identifies an op for the repeat detector: its op, attributes and view shapes, and
   // per tensor input the storage and whether it is new to the graph. A later op repeats the
   // graph's first op when both agree and each input is the same storage or, in both, a
@@ -109,11 +103,11 @@ class FusedGraph : public runtime::PendingWork {
   CallLayout::Slot slot_of(runtime::DeviceStorage* s);
   int new_value(hlo::TensorType type, int param);
   void flush_locked(CapturedProgram* captured = nullptr);
-  std::shared_ptr<Program> build_locked(const std::vector<int>& outputs,
+  std::shared_ptr<const GraphProgram> build_locked(const std::vector<int>& outputs,
                                         const std::vector<int>& aliases);
   void reset_locked();
 
-  Executor& executor_;
+  ProgramCache& programs_;
   mutable std::recursive_mutex mu_;
   size_t max_ops_;
   // Atomic: copies ask capturing() on every tpu-to-tpu copy, without taking the graph's lock.
@@ -142,7 +136,6 @@ class FusedGraph : public runtime::PendingWork {
   std::string key_;  // signature of the graph so far
   OpMark first_;  // the first op of the current iteration (see record)
   bool continuing_ = false;  // the graph continues an iteration cut by the size limit
-  std::unordered_map<cache::Fingerprint, std::shared_ptr<Program>, cache::FingerprintHash> programs_;
   FusedStats stats_;
 };
 

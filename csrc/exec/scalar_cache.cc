@@ -1,15 +1,13 @@
 #include "exec/scalar_cache.h"
 
+#include "runtime/transfers.h"
+
 namespace tpu::exec {
 
 std::shared_ptr<pjrt::Buffer> ScalarCache::get(const pjrt::Client& client, int device,
                                                const ScalarValue& v) {
   const std::string bytes = v.bytes();
-  auto transfer = [&] {
-    auto t = client.buffer_from_host(bytes.data(), v.dtype, {}, device,
-                                     pjrt::HostBufferSemantics::kCopyDuringCall);
-    return std::shared_ptr<pjrt::Buffer>(std::move(t.buffer));
-  };
+  auto transfer = [&] { return runtime::upload(client, bytes.data(), v.dtype, {}, device); };
   if (!v.cacheable) return transfer();
   std::string key;
   key.push_back(static_cast<char>(device));

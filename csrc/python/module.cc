@@ -15,6 +15,7 @@
 #include "device/generator.h"
 #include "exec/executor.h"
 #include "exec/fused_graph.h"
+#include "exec/program_cache.h"
 #include "lowering/registry.h"
 #include "python/compiled_graph.h"
 #include "python/custom_kernels.h"
@@ -78,10 +79,10 @@ py::dict memory_stats(int index) {
 }
 
 py::dict cache_stats() {
-  auto& ex = exec::Executor::get();
-  const auto c = ex.executables().stats();
-  const auto e = ex.stats();
-  const auto f = ex.fused().stats();
+  auto& programs = exec::ProgramCache::get();
+  const auto c = programs.executables().stats();
+  const auto e = programs.stats();
+  const auto f = exec::Executor::get().fused().stats();
   py::dict d;
   d["hits"] = c.hits + e.signature_hits + f.graph_replays;
   d["misses"] = c.misses;
@@ -95,8 +96,8 @@ py::dict cache_stats() {
   d["disk_rejected"] = c.disk.rejected;
   d["disk_host_mismatch"] = c.disk.host_mismatch;
   d["disk_evicted"] = c.disk.evicted;
-  d["disk_bytes"] = static_cast<int64_t>(ex.executables().disk().bytes_on_disk());
-  d["disk_dir"] = ex.executables().disk().dir();
+  d["disk_bytes"] = static_cast<int64_t>(programs.executables().disk().bytes_on_disk());
+  d["disk_dir"] = programs.executables().disk().dir();
   d["fused_ops_recorded"] = f.ops_recorded;
   d["fused_graphs_run"] = f.graphs_run;
   d["fused_graph_compiles"] = f.graph_compiles;
@@ -187,7 +188,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_flush_pending", [] { exec::Executor::get().fused().flush(); });
   m.def("_pending_ops", [] { return exec::Executor::get().fused().pending_ops(); });
   m.def("_clear_compilation_cache", [](bool disk) {
-    exec::Executor::get().clear_cache(disk);
+    exec::ProgramCache::get().clear(disk);
   });
   // Tests: simulates a device fault by releasing the device memory behind a tensor's storage.
   m.def("_test_lose_device_buffer", [](const at::Tensor& t) {
@@ -218,15 +219,10 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release release;
     return exec::Executor::get().replay_last_raw(n);
   });
-  m.def("_set_shape_churn_limit", [](int n) { exec::Executor::get().churn().set_limit(n); });
-  m.def("_shape_churn_limit", [] { return exec::Executor::get().churn().limit(); });
+  m.def("_set_shape_churn_limit", [](int n) { exec::ProgramCache::get().churn().set_limit(n); });
+  m.def("_shape_churn_limit", [] { return exec::ProgramCache::get().churn().limit(); });
   m.def("_lowerings", &lowering::registered_lowerings);
-  py::class_<python::CompiledGraph>(m, "_CompiledGraph")
-      .def_property_readonly("replayable", &python::CompiledGraph::replayable)
-      .def_property_readonly("reason", &python::CompiledGraph::reason)
-      .def("run", &python::CompiledGraph::run);
-  m.def("_capture_begin", &python::capture_begin);
-  m.def("_capture_end", &python::capture_end);
+  python::bind_compiled_graph(m);
   python::bind_distributed(m);
   python::bind_custom_kernels(m);
 }

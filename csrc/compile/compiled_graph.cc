@@ -1,0 +1,219 @@
+#include "compile/compiled_graph.h"
+
+#include <c10/core/DeviceGuard.h>
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "aten/tensor_access.h"
+#include "exec/execution_mode.h"
+#include "runtime/runtime.h"
+
+namespace tpu::compile {
+namespace {
+
+constexpr const char* kLabel = "a compiled graph (torch.compile backend \"tpu\")";
+
+// Whether `t` is exactly the view `v`, read straight from the tensor (no View built per replay;
+// the bounds check view_of makes is implied: `v` fitted this storage size at capture).
+bool is_view(const at::Tensor& t, const exec::View& v) {
+  const auto sizes = t.sizes();
+  const auto strides = t.strides();
+  return aten::element_type(t.scalar_type()) == v.dtype && t.storage_offset() == v.offset &&
+         std::equal(sizes.begin(), sizes.end(), v.sizes.begin(), v.sizes.end()) &&
+         std::equal(strides.begin(), strides.end(), v.strides.begin(), v.strides.end());
+}
+
+}  // namespace
+
+CompiledGraph::CompiledGraph(exec::CapturedProgram program, const std::vector<at::Tensor>& inputs,
+                             const std::vector<at::Tensor>& outputs)
+    : program_(std::move(program)) {
+  auto fail = [this](std::string why) { refuse(std::move(why)); };
+  if (!program_.scalars_fixed) fail("the graph draws random numbers (its RNG seed and offset change per call)");
+
+  std::unordered_map<runtime::DeviceStorage*, int> input_of;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    InputSpec spec;
+    if (!t.is_privateuseone()) {
+      if (!t.is_cpu()) fail("input " + std::to_string(i) + " is a " + t.device().str() + " tensor");
+      spec.on_host = true;
+      inputs_.push_back(spec);
+      continue;
+    }
+    if (program_.device < 0) program_.device = aten::tpu_index(t);  // a graph with no device work
+    if (aten::tpu_index(t) != program_.device) fail("inputs on several devices");
+    spec.view = aten::view_of(t);
+    runtime::DeviceStorage* s = &aten::storage(t);
+    spec.nbytes = s->nbytes();
+    auto [it, inserted] = input_of.emplace(s, static_cast<int>(i));
+    if (!inserted) spec.same_storage_as = it->second;
+    inputs_.push_back(std::move(spec));
+  }
+  std::unordered_set<runtime::DeviceStorage*> written;
+  for (const auto& out : program_.outputs) written.insert(out.storages.begin(), out.storages.end());
+  for (auto& p : program_.params) {
+    auto it = input_of.find(p.storage);
+    if (it == input_of.end()) {
+      // A constant (uploaded from the host while recording): replays read the same buffer.
+      if (written.count(p.storage)) fail("the graph overwrites a device tensor that is not one of its inputs");
+      param_input_.push_back(-1);
+    } else {
+      param_input_.push_back(it->second);
+      p.buffer.reset();  // read from the input's storage on every run
+    }
+    p.storage = nullptr;
+  }
+  std::unordered_map<runtime::DeviceStorage*, int> fresh_of;
+  for (size_t k = 0; k < program_.outputs.size(); ++k) {
+    write_back_.emplace_back();
+    for (runtime::DeviceStorage* s : program_.outputs[k].storages) {
+      auto in = input_of.find(s);
+      if (in != input_of.end()) {
+        write_back_.back().push_back(in->second);
+      } else if (!fresh_of.count(s)) {
+        fresh_of[s] = static_cast<int>(fresh_.size());
+        fresh_.push_back(FreshStorage{static_cast<int>(k), at::kByte, s->nbytes()});
+      }
+    }
+  }
+  for (const at::Tensor& t : outputs) {
+    OutputSpec spec;
+    if (!t.is_privateuseone()) {
+      fail("an output is a " + t.device().str() + " tensor");
+      outputs_.push_back(spec);
+      continue;
+    }
+    spec.dtype = t.scalar_type();
+    spec.sizes = t.sizes().vec();
+    spec.strides = t.strides().vec();
+    spec.offset = t.storage_offset();
+    runtime::DeviceStorage* s = &aten::storage(t);
+    spec.nbytes = s->nbytes();
+    if (auto in = input_of.find(s); in != input_of.end()) {
+      spec.source = OutputSpec::Source::kInput;
+      spec.index = in->second;
+      if (inputs[in->second].scalar_type() != spec.dtype) fail("an output views an input as another dtype");
+    } else if (auto fr = fresh_of.find(s); fr != fresh_of.end()) {
+      spec.source = OutputSpec::Source::kProgram;
+      spec.index = fr->second;
+      FreshStorage& f = fresh_[fr->second];
+      ++f.users;
+      if (!f.used || f.dtype == spec.dtype) {
+        f.dtype = spec.dtype;
+        f.used = true;
+      } else {
+        fail("two outputs view one storage as different dtypes");
+      }
+      if (spec.nbytes % t.element_size() != 0) fail("an output's storage size is not a whole number of elements");
+    } else if (s->current_contents().buffer == nullptr) {
+      spec.source = OutputSpec::Source::kEmpty;
+      if (spec.nbytes % t.element_size() != 0) fail("an output's storage size is not a whole number of elements");
+    } else {
+      fail("an output is a device tensor the graph neither reads nor writes");
+    }
+    outputs_.push_back(std::move(spec));
+  }
+  // An output that is its fresh storage's only view, whole and contiguous, is returned as the
+  // base tensor itself (no view op per output on every run).
+  for (size_t j = 0; j < outputs_.size(); ++j) {
+    OutputSpec& spec = outputs_[j];
+    if (spec.source != OutputSpec::Source::kProgram || fresh_[spec.index].users != 1) continue;
+    const at::Tensor& t = outputs[j];
+    if (spec.offset == 0 && t.is_contiguous() &&
+        static_cast<size_t>(t.numel()) * t.element_size() == spec.nbytes) {
+      spec.direct = true;
+      fresh_[spec.index].shaped = true;
+      fresh_[spec.index].sizes = spec.sizes;
+    }
+  }
+}
+
+bool CompiledGraph::matches(const std::vector<at::Tensor>& inputs,
+                            std::vector<runtime::DeviceStorage*>& storages) const {
+  if (inputs.size() != inputs_.size()) return false;
+  storages.resize(inputs.size());
+  std::unordered_set<runtime::DeviceStorage*> distinct;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    const InputSpec& spec = inputs_[i];
+    if (spec.on_host) {
+      if (!t.is_cpu()) return false;
+      storages[i] = nullptr;
+      continue;
+    }
+    if (!t.is_privateuseone() || aten::tpu_index(t) != program_.device) return false;
+    runtime::DeviceStorage* s = &aten::storage(t);
+    if (s->nbytes() != spec.nbytes || !is_view(t, spec.view)) return false;
+    if (spec.same_storage_as >= 0) {
+      if (s != storages[spec.same_storage_as]) return false;
+    } else if (!distinct.insert(s).second) {
+      return false;
+    }
+    storages[i] = s;
+  }
+  return true;
+}
+
+std::optional<std::vector<at::Tensor>> CompiledGraph::run(const std::vector<at::Tensor>& inputs) const {
+  TORCH_CHECK(replayable(), "torch_tpu: this compiled graph cannot be replayed: ", reason_);
+  std::vector<runtime::DeviceStorage*> storages;
+  if (!matches(inputs, storages)) return std::nullopt;
+  std::vector<std::shared_ptr<pjrt::Buffer>> params;
+  params.reserve(program_.params.size());
+  for (size_t p = 0; p < program_.params.size(); ++p) {
+    if (param_input_[p] < 0) {
+      params.push_back(program_.params[p].buffer);
+      continue;
+    }
+    runtime::DeviceStorage::Contents c = storages[param_input_[p]]->contents();
+    if (c.buffer == nullptr || !(c.type == program_.params[p].type)) return std::nullopt;
+    params.push_back(std::move(c.buffer));
+  }
+  std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
+  if (program_.exe != nullptr) {
+    buffers = exec::run_program(program_.exe, program_.device, std::move(params), program_.scalars,
+                                program_.donatable_params, kLabel);
+  }
+  for (size_t k = 0; k < write_back_.size(); ++k) {
+    for (int i : write_back_[k]) storages[i]->set_contents(buffers[k], program_.outputs[k].type, kLabel);
+  }
+  std::vector<at::Tensor> bases;
+  bases.reserve(fresh_.size());
+  for (const FreshStorage& f : fresh_) {
+    if (!f.used) {
+      bases.emplace_back();
+      continue;
+    }
+    const int64_t numel = static_cast<int64_t>(f.nbytes / c10::elementSize(f.dtype));
+    at::Tensor base = f.shaped ? aten::empty_on(f.sizes, f.dtype, program_.device)
+                               : aten::empty_on({numel}, f.dtype, program_.device);
+    aten::storage(base).set_contents(buffers[f.program_output], program_.outputs[f.program_output].type, kLabel);
+    bases.push_back(std::move(base));
+  }
+  std::vector<at::Tensor> out;
+  out.reserve(outputs_.size());
+  for (const OutputSpec& spec : outputs_) {
+    switch (spec.source) {
+      case OutputSpec::Source::kInput:
+        out.push_back(inputs[spec.index].as_strided(spec.sizes, spec.strides, spec.offset));
+        break;
+      case OutputSpec::Source::kProgram:
+        out.push_back(spec.direct ? bases[spec.index]
+                                  : bases[spec.index].as_strided(spec.sizes, spec.strides, spec.offset));
+        break;
+      case OutputSpec::Source::kEmpty: {
+        const int64_t numel = static_cast<int64_t>(spec.nbytes / c10::elementSize(spec.dtype));
+        out.push_back(aten::empty_on({numel}, spec.dtype, program_.device)
+                          .as_strided(spec.sizes, spec.strides, spec.offset));
+        break;
+      }
+    }
+  }
+  if (exec::eager_mode() == exec::EagerMode::kDebug) runtime::Runtime::get().tracker(program_.device).synchronize();
+  return out;
+}
+
+}  // namespace tpu::compile

@@ -40,3 +40,7 @@ if [ "$(cat build/.source-hash 2>/dev/null)" != "$src_hash" ] || [ ! -x build/py
   mkdir -p build
   echo "$src_hash" > build/.source-hash
 fi
+
+# Serving: vLLM's CPU build pins an older Transformers than requirements.txt, so it gets its own
+# environment (.venv-serve) that links the torch_tpu just built (scripts/setup_serving.sh).
+"$root/scripts/setup_serving.sh"

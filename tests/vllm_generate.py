@@ -1,0 +1,99 @@
+"""Runs vLLM offline generation for tests/test_vllm_tpu.py inside .venv-serve.
+
+usage: vllm_generate.py MODEL_DIR {tpu,cpu} REQUEST_JSON OUT_JSON
+REQUEST_JSON: {"prefix_caching": bool, "seed": engine seed,
+               "jobs": [{"prompts": [[token ids], ...], "max_tokens": n or [n per prompt],
+                         "temperature": t, "top_p": p, "seed": per-request seed}, ...]}
+OUT_JSON: {"platform": ..., "jobs": [{"tokens": [[...]], "logprobs": [[...]]}, ...],
+           "fallbacks": {op: count} of the generate calls on tpu}
+"""
+
+import json
+import os
+import sys
+
+
+def _compiles(engine):
+    if engine != "tpu":
+        return 0
+    import torch
+
+    return int(torch.tpu.compilation_cache_stats()["compiles"])
+
+
+def main():
+    model_dir, engine, request_path, out_path = sys.argv[1:5]
+    if engine not in ("tpu", "cpu"):
+        raise SystemExit(f"engine must be tpu or cpu, got {engine!r}")
+    os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    # One process: the engine core runs here, so fallback counts are this process's.
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    if engine == "cpu":
+        os.environ["TORCH_TPU_VLLM"] = "0"  # our plugin steps aside
+        os.environ["VLLM_TARGET_DEVICE"] = "cpu"
+    request = json.load(open(request_path))
+
+    import vllm
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+    from vllm.platforms import current_platform
+
+    llm = LLM(
+        model=model_dir,
+        skip_tokenizer_init=True,
+        dtype="float32",
+        max_model_len=128,
+        max_num_seqs=4,
+        seed=request.get("seed", 0),
+        enforce_eager=True,
+        enable_prefix_caching=request.get("prefix_caching", False),
+        kv_cache_memory_bytes=64 * 1024 * 1024,
+    )
+    if engine == "tpu":
+        import torch_tpu
+
+        torch_tpu.reset_fallback_counts()
+    jobs = []
+    for job in request["jobs"]:
+        # max_tokens may be one per prompt: requests then finish at different steps and
+        # waiting prompts are prefilled in the same step as running decodes.
+        counts = job["max_tokens"] if isinstance(job["max_tokens"], list) else [job["max_tokens"]] * len(job["prompts"])
+        params = [
+            SamplingParams(
+                temperature=job.get("temperature", 0.0),
+                top_p=job.get("top_p", 1.0),
+                seed=job.get("seed"),
+                max_tokens=n,
+                logprobs=0,
+                ignore_eos=True,
+                detokenize=False,
+            )
+            for n in counts
+        ]
+        prompts = [TokensPrompt(prompt_token_ids=p) for p in job["prompts"]]
+        compiles_before = _compiles(engine)
+        outputs = llm.generate(prompts, params, use_tqdm=False)
+        jobs.append(
+            {
+                # programs compiled (device) during this job: 0 once warm
+                "compiles": _compiles(engine) - compiles_before,
+                "tokens": [list(o.outputs[0].token_ids) for o in outputs],
+                "logprobs": [
+                    [float(step[tok].logprob) for step, tok in zip(o.outputs[0].logprobs, o.outputs[0].token_ids)]
+                    for o in outputs
+                ],
+            }
+        )
+    result = {
+        "platform": type(current_platform).__name__,
+        "device_type": current_platform.device_type,
+        "vllm": vllm.__version__,
+        "jobs": jobs,
+        "fallbacks": torch_tpu.fallback_counts() if engine == "tpu" else {},
+    }
+    with open(out_path, "w") as f:
+        json.dump(result, f)
+
+
+if __name__ == "__main__":
+    main()

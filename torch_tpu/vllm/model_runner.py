@@ -1,0 +1,92 @@
+"""vLLM's GPU model runner on the ``tpu`` device.
+
+vLLM's GPU runner keeps its inputs in paired host/device buffers and its model, KV cache and
+sampler on ``self.device``, which is all we need. What differs: it creates CUDA streams and
+events for asynchronous output copies (not used here - async scheduling is off and device
+programs complete in order), it loads through a CUDA memory profiler, and it syncs through
+CUDA events.
+"""
+
+from contextlib import contextmanager
+
+import torch
+from vllm.logger import init_logger
+from vllm.model_executor.model_loader import get_model
+from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+logger = init_logger(__name__)
+
+
+class _NoStream:
+    """Stands in for torch.cuda.Stream: the runner's side streams are only used for
+    asynchronous output copies, which run in order on the tpu queue anyway."""
+
+    def __init__(self, *args, **kwargs):
+        self.device = torch.device("tpu", torch.tpu.current_device())
+
+    def wait_stream(self, *args, **kwargs):
+        pass
+
+    def synchronize(self):
+        torch.tpu.synchronize()
+
+
+class _SyncEvent:
+    """Stands in for torch.cuda.Event / torch.Event: record is free, synchronize waits
+    for the device."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def record(self, *args, **kwargs):
+        pass
+
+    def wait(self, *args, **kwargs):
+        pass
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        torch.tpu.synchronize()
+
+
+@contextmanager
+def _cuda_streams_as_tpu():
+    saved = (torch.Event, torch.cuda.Stream, torch.cuda.Event)
+    torch.Event, torch.cuda.Stream, torch.cuda.Event = _SyncEvent, _NoStream, _SyncEvent
+    try:
+        yield
+    finally:
+        torch.Event, torch.cuda.Stream, torch.cuda.Event = saved
+
+
+class TpuTorchModelRunner(GPUModelRunner):
+    def __init__(self, vllm_config, device: torch.device):
+        if device.type != "tpu":
+            raise ValueError(f"TpuTorchModelRunner runs on a tpu device, got {device}")
+        with _cuda_streams_as_tpu():
+            super().__init__(vllm_config, device)
+        self.use_cuda_graph = False
+
+    def load_model(self, load_dummy_weights: bool = False, *, model=None) -> None:
+        if load_dummy_weights:
+            raise ValueError("dummy weights (elastic EP scale-up) are not supported on tpu")
+        logger.info("Loading model %s onto %s", self.model_config.model, self.device)
+        self.model = model if model is not None else get_model(vllm_config=self.vllm_config)
+        if self.lora_config:
+            self.model = self.load_lora_model(self.model, self.vllm_config, self.device)
+
+    def get_model(self):
+        return self.model
+
+    def _sync_device(self) -> None:
+        torch.tpu.synchronize(self.device)
+
+    def _to_list(self, sampled_token_ids: torch.Tensor) -> list[list[int]]:
+        return sampled_token_ids.cpu().tolist()
+
+    def _zero_block_ids(self, block_ids: list[int]) -> None:
+        # Fresh blocks are fully overwritten before they are read (attention masks by
+        # position), so nothing needs zeroing.
+        pass

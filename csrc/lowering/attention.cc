@@ -137,6 +137,23 @@ Value expand_rows(Builder& b, Value rows, const Dims& shape) {  // [N,Hk,G,L] ->
   return b.broadcast_in_dim(rows, shape, {0, 1, 2, 3});
 }
 
+// Softmax over the key axis of the scores [N,Hk,G,L,S]; rows whose keys are all masked give 0.
+// The backward recomputes P with this same sequence rather than as exp(S - logsumexp): with
+// scores of magnitude ~50 that subtraction cancels and costs a decimal digit in dQ and dK.
+// `lse` (optional) receives the rows' logsumexp (-inf for an all-masked row).
+Value softmax_rows(Builder& b, Value s, const Dims& shape, Value* lse) {
+  const ElementType t = b.dtype(s);
+  Value m = b.reduce(s, b.constant(t, -INFINITY), {4}, ReduceKind::kMax);
+  // A row whose keys are all masked has max -inf: shift by 0 there so exp gives 0, not nan.
+  Value m_safe = b.select(b.compare(m, b.full(b.type(m), -INFINITY), Compare::kEQ), b.full(b.type(m), 0.0), m);
+  Value e = b.unary("stablehlo.exponential", b.sub(s, expand_rows(b, m_safe, shape)));
+  Value sum = b.reduce(e, b.constant(t, 0.0), {4}, ReduceKind::kSum);
+  Value empty_row = b.compare(sum, b.full(b.type(sum), 0.0), Compare::kEQ);
+  Value p = b.div(e, expand_rows(b, sum, shape));
+  if (lse != nullptr) *lse = b.add(m_safe, b.unary("stablehlo.log", sum));
+  return b.select(expand_rows(b, empty_row, shape), b.full(b.type(p), 0.0), p);
+}
+
 // Returns `v` (logical dims) permuted to the memory order `order` (outermost first).
 Value to_order(Builder& b, Value v, const Context& ctx, const char* key) {
   return ctx.attrs.has(key) ? b.transpose(v, ctx.attrs.get_ints(key)) : v;
@@ -146,16 +163,8 @@ std::vector<Value> lower_sdpa_fwd(Context& ctx, const std::vector<Value>& in) {
   auto& b = ctx.b;
   Operands o = operands(ctx, in, 0);
   const Dims shape = o.g.scores5();
-  Value s = scores(b, o);
-  Value m = b.reduce(s, b.constant(o.t, -INFINITY), {4}, ReduceKind::kMax);
-  // A row whose keys are all masked has max -inf: shift by 0 there so exp gives 0, not nan.
-  Value m_safe = b.select(b.compare(m, b.full(b.type(m), -INFINITY), Compare::kEQ), b.full(b.type(m), 0.0), m);
-  Value e = b.unary("stablehlo.exponential", b.sub(s, expand_rows(b, m_safe, shape)));
-  Value sum = b.reduce(e, b.constant(o.t, 0.0), {4}, ReduceKind::kSum);
-  Value empty_row = b.compare(sum, b.full(b.type(sum), 0.0), Compare::kEQ);
-  Value p = b.div(e, expand_rows(b, sum, shape));
-  p = b.select(expand_rows(b, empty_row, shape), b.full(b.type(p), 0.0), p);
-  Value lse = b.add(m_safe, b.unary("stablehlo.log", sum));  // -inf for an all-masked row
+  Value lse;
+  Value p = softmax_rows(b, scores(b, o), shape, &lse);
   const size_t rng_at = o.bias.valid() ? 4 : 3;
   Value seed = b.constant_int(ElementType::kI64, 0), offset = b.constant_int(ElementType::kI64, 0);
   if (o.dropout_p > 0) {
@@ -189,12 +198,8 @@ std::vector<Value> lower_sdpa_bwd(Context& ctx, const std::vector<Value>& in) {
   const Geometry& g = o.g;
   const Dims shape = g.scores5();
   size_t next = o.bias.valid() ? 5 : 4;
-  Value lse = b.reshape(b.convert(in[next++], o.t), {g.n, g.hk, g.groups(), g.l});
-  Value s = scores(b, o);
-  // P = exp(S - logsumexp); rows with logsumexp -inf were all masked and have P = 0.
-  Value p = b.unary("stablehlo.exponential", b.sub(s, expand_rows(b, lse, shape)));
-  Value dead = b.compare(lse, b.full(b.type(lse), -INFINITY), Compare::kEQ);
-  p = b.select(expand_rows(b, dead, shape), b.full(b.type(p), 0.0), p);
+  ++next;  // the forward's logsumexp: P is recomputed exactly as the forward made it (softmax_rows)
+  Value p = softmax_rows(b, scores(b, o), shape, nullptr);
   Value keep;
   Value pd = p;  // the probabilities after dropout, as they multiplied V
   if (o.dropout_p > 0) {

@@ -50,8 +50,11 @@ def make(device, size="reference", seed=0, compiled=False):
     if compiled:
         body = torch.compile(body, backend="tpu")
 
-    def step():
+    def step(read=True):
         opt.zero_grad(set_to_none=True)
-        return body().item()  # the host reads the loss every step, as a training loop logs it
+        loss = body()
+        # By default the host reads the loss every step, as a training loop logs it; read=False
+        # returns the loss tensor unread (a loop that logs every N steps).
+        return loss.item() if read else loss
 
     return step

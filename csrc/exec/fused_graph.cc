@@ -14,10 +14,20 @@ namespace tpu::exec {
 
 namespace {
 
+// Whether the device's programs run on the host's own cores (the XLA CPU plugin).
+bool device_is_host() {
+  static const bool is_host = runtime::Runtime::get().client().platform_name() == "cpu";
+  return is_host;
+}
+
+
 constexpr size_t kDefaultMaxOps = 5000;
 // A repeat of the first op closes the graph only after this many ops, so a loop of a few
 // identical ops still fuses into graphs of several.
 constexpr size_t kMinOpsBeforeRepeat = 8;
+// A flush for a host read is split only when the rest has at least this many ops: less has
+// nothing to overlap with and would cost a second launch.
+constexpr size_t kMinSplitOps = 8;
 // Label of fused executions in device errors.
 constexpr const char* kGraphLabel =
     "a fused graph (Fused Eager; rerun with TPU_LAUNCH_BLOCKING=1 to find the failing op)";
@@ -256,13 +266,13 @@ void FusedGraph::reset_locked() {
   continuing_ = false;
 }
 
-std::shared_ptr<const GraphProgram> FusedGraph::build_locked(const std::vector<int>& outputs,
-                                                             const std::vector<int>& aliases) {
+std::shared_ptr<const GraphProgram> FusedGraph::build_locked(const GraphPart& part,
+                                                             const std::string& kind) {
   auto program = std::make_shared<GraphProgram>();
   hlo::Builder b;
   std::vector<hlo::Value> value_of(values_.size());
-  for (const Param& p : params_) value_of[p.value] = b.parameter(values_[p.value].type);
-  for (size_t j = 0; j < nodes_.size(); ++j) {
+  for (int v : part.inputs) value_of[v] = b.parameter(values_[v].type);
+  for (int j : part.nodes) {
     const Node& node = nodes_[j];
     std::vector<hlo::Value> slots;
     for (int v : node.slot_values) slots.push_back(value_of[v]);
@@ -275,41 +285,78 @@ std::shared_ptr<const GraphProgram> FusedGraph::build_locked(const std::vector<i
                                                                : b.constant_int(v.dtype, v.i);
                                  }
                                }
-                               program->runtime_args.emplace_back(static_cast<int>(j), arg);
+                               program->runtime_args.emplace_back(j, arg);
                                return b.parameter(t);
                              });
     for (size_t i = 0; i < emitted.size(); ++i) value_of[node.out_values[i]] = emitted[i].value;
   }
   std::vector<hlo::Value> results;
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    results.push_back(value_of[outputs[k]]);
-    if (aliases[k] >= 0) {
-      b.alias_parameter_to_output(value_of[params_[aliases[k]].value], static_cast<int>(k));
-      program->donatable_params.push_back(aliases[k]);
+  for (size_t k = 0; k < part.outputs.size(); ++k) {
+    results.push_back(value_of[part.outputs[k]]);
+    if (part.aliases[k] >= 0) {
+      b.alias_parameter_to_output(value_of[part.inputs[part.aliases[k]]], static_cast<int>(k));
+      program->donatable_params.push_back(part.aliases[k]);
     }
   }
-  const std::string what = "a fused graph of " + std::to_string(nodes_.size()) + " ops";
+  const std::string what = kind + " of " + std::to_string(part.nodes.size()) + " ops";
   const std::string mlir = b.module_text(results);
   // Shape churn: the graph's structure (first ops, op count, input dtypes and ranks) against
   // the input shapes it was compiled for.
-  std::string group = "a fused graph starting with ";
-  for (size_t j = 0; j < nodes_.size() && j < 3; ++j) {
-    group += std::string(j ? ", " : "") + nodes_[j].call.label;
+  std::string group = kind + " starting with ";
+  for (size_t j = 0; j < part.nodes.size() && j < 3; ++j) {
+    group += std::string(j ? ", " : "") + nodes_[part.nodes[j]].call.label;
   }
-  group += " (" + std::to_string(nodes_.size()) + " ops; inputs";
+  group += " (" + std::to_string(part.nodes.size()) + " ops; inputs";
   std::string shapes;
-  for (size_t p = 0; p < params_.size(); ++p) {
-    const hlo::TensorType& t = values_[params_[p].value].type;
+  for (size_t p = 0; p < part.inputs.size(); ++p) {
+    const hlo::TensorType& t = values_[part.inputs[p]].type;
     group += std::string(p ? ", " : " ") + display_name(t.dtype) + "[rank " + std::to_string(t.dims.size()) + "]";
     if (p < 6) shapes += std::string(p ? ", " : "") + hlo::dims_str(t.dims);
   }
-  if (params_.size() > 6) shapes += ", ...";
+  if (part.inputs.size() > 6) shapes += ", ...";
   programs_.churn().note_compile(group + ")", shapes);
   program->exe = programs_.compile(mlir, what);
   return program;
 }
 
-void FusedGraph::flush_locked(CapturedProgram* captured) {
+std::shared_ptr<const GraphProgram> FusedGraph::program_locked(const cache::Fingerprint& fp,
+                                                               const GraphPart& part,
+                                                               const std::string& kind,
+                                                               bool* compiled) {
+  std::shared_ptr<const GraphProgram> program = programs_.find_graph(fp);
+  if (program != nullptr) {
+    if (profiler::tracing()) profiler::sink().cache_hit(kGraphLabel, "graph");
+    return program;
+  }
+  program = build_locked(part, kind);
+  programs_.add_graph(fp, program);
+  ++stats_.graph_compiles;
+  *compiled = true;
+  return program;
+}
+
+std::vector<std::shared_ptr<pjrt::Buffer>> FusedGraph::run_part_locked(
+    const GraphProgram& program, const GraphPart& part,
+    std::vector<std::shared_ptr<pjrt::Buffer>>& buffers, const std::vector<bool>& keep) {
+  std::vector<std::shared_ptr<pjrt::Buffer>> params;
+  params.reserve(part.inputs.size());
+  // Moved out unless a later part reads it too: the donation check counts references.
+  for (int v : part.inputs) params.push_back(keep[v] ? buffers[v] : std::move(buffers[v]));
+  std::vector<std::shared_ptr<pjrt::Buffer>> scalars;
+  for (const auto& [node, arg] : program.runtime_args) {
+    scalars.push_back(programs_.scalar(device_, runtime_value(nodes_[node].call, arg)));
+  }
+  return run_program(program.exe, device_, std::move(params), std::move(scalars),
+                     program.donatable_params, kGraphLabel);
+}
+
+void FusedGraph::flush_for(const runtime::DeviceStorage* storage) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  auto it = tracked_.find(const_cast<runtime::DeviceStorage*>(storage));
+  flush_locked(nullptr, it != tracked_.end() && it->second.pending ? it->second.value : -1);
+}
+
+void FusedGraph::flush_locked(CapturedProgram* captured, int read_value) {
   if (capturing_) capture_cut_ = true;
   if (nodes_.empty()) {
     reset_locked();
@@ -351,43 +398,78 @@ void FusedGraph::flush_locked(CapturedProgram* captured) {
     put<int32_t>(key, value);
     put<int32_t>(key, alias);
   }
-  const cache::Fingerprint fp = cache::fingerprint(key);
 
-  std::shared_ptr<const GraphProgram> program;
+  // A flush for a host read may run as two programs: the read value's dependencies, then the
+  // rest right behind it (graph_split.h). Each part's key is the whole graph's plus the read
+  // value, so every iteration finds the same two programs.
+  std::optional<GraphSplit> split;
+  if (read_value >= 0 && captured == nullptr && !capturing_ && split_reads_enabled(device_is_host())) {
+    GraphShape shape;
+    shape.num_values = values_.size();
+    for (const Node& node : nodes_) {
+      shape.reads.push_back(&node.slot_values);
+      shape.writes.push_back(&node.out_values);
+    }
+    for (const Param& p : params_) shape.params.push_back(p.value);
+    shape.outputs = outputs;
+    shape.aliases = aliases;
+    split = split_for_read(shape, read_value, kMinSplitOps);
+  }
+  std::vector<GraphPart> parts;
+  std::vector<cache::Fingerprint> fps;
+  std::vector<std::string> kinds;
+  if (split) {
+    key.push_back('\xfd');
+    put<int32_t>(key, read_value);
+    key.push_back('a');
+    fps.push_back(cache::fingerprint(key));
+    key.back() = 'b';
+    fps.push_back(cache::fingerprint(key));
+    parts.push_back(std::move(split->first));
+    parts.push_back(std::move(split->rest));
+    kinds = {"the read value's part of a fused graph", "the rest of a fused graph after a read"};
+  } else {
+    GraphPart whole;
+    for (size_t j = 0; j < nodes_.size(); ++j) whole.nodes.push_back(static_cast<int>(j));
+    for (const Param& p : params_) whole.inputs.push_back(p.value);
+    whole.outputs = std::move(outputs);
+    whole.aliases = std::move(aliases);  // parameter index = input index
+    fps.push_back(cache::fingerprint(key));
+    parts.push_back(std::move(whole));
+    kinds = {"a fused graph"};
+  }
+
+  std::vector<std::shared_ptr<const GraphProgram>> programs;
+  bool compiled = false;
   try {
-    program = programs_.find_graph(fp);
-    if (program != nullptr) {
-      ++stats_.graph_replays;
-      if (profiler::tracing()) profiler::sink().cache_hit(kGraphLabel, "graph");
-    } else {
-      program = build_locked(outputs, aliases);
-      programs_.add_graph(fp, program);
-      ++stats_.graph_compiles;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      programs.push_back(program_locked(fps[i], parts[i], kinds[i], &compiled));
     }
   } catch (...) {
     reset_locked();
     throw;
   }
+  if (!compiled) ++stats_.graph_replays;
 
-  std::vector<std::shared_ptr<pjrt::Buffer>> params;
-  params.reserve(params_.size());
-  for (Param& p : params_) params.push_back(std::move(p.buffer));  // the sole extra reference
-  std::vector<std::shared_ptr<pjrt::Buffer>> scalars;
-  bool scalars_fixed = true;
-  for (const auto& [node, arg] : program->runtime_args) {
-    const ScalarValue v = runtime_value(nodes_[node].call, arg);
-    scalars_fixed = scalars_fixed && v.cacheable;
-    scalars.push_back(programs_.scalar(device_, v));
-  }
+  // Buffers per value: the parameters' (the graph's sole extra references), then each part's
+  // outputs as it is launched.
+  std::vector<std::shared_ptr<pjrt::Buffer>> buffers(values_.size());
+  for (Param& p : params_) buffers[p.value] = std::move(p.buffer);
   if (captured != nullptr) {
-    captured->exe = program->exe;
+    const GraphProgram& program = *programs[0];
+    captured->exe = program.exe;
     captured->device = device_;
     for (size_t i = 0; i < params_.size(); ++i) {
-      captured->params.push_back({params_[i].storage, params[i], values_[params_[i].value].type});
+      captured->params.push_back({params_[i].storage, buffers[params_[i].value], values_[params_[i].value].type});
     }
-    captured->scalars = scalars;
+    bool scalars_fixed = true;
+    for (const auto& [node, arg] : program.runtime_args) {
+      const ScalarValue v = runtime_value(nodes_[node].call, arg);
+      scalars_fixed = scalars_fixed && v.cacheable;
+      captured->scalars.push_back(programs_.scalar(device_, v));
+    }
     captured->scalars_fixed = scalars_fixed;
-    captured->donatable_params = program->donatable_params;
+    captured->donatable_params = program.donatable_params;
     for (size_t i = 0; i < live.size(); ++i) {
       if (i == 0 || live[i].first != live[i - 1].first) {
         captured->outputs.push_back({values_[live[i].first].type, {}});
@@ -395,24 +477,28 @@ void FusedGraph::flush_locked(CapturedProgram* captured) {
       if (live[i].second != nullptr) captured->outputs.back().storages.push_back(live[i].second);
     }
   }
-  std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
+  // A value a later part reads stays in `buffers` when an earlier part takes it.
+  std::vector<bool> keep(values_.size(), false);
+  for (size_t i = 1; i < parts.size(); ++i) {
+    for (int v : parts[i].inputs) keep[v] = true;
+  }
   try {
-    buffers = run_program(program->exe, device_, std::move(params), std::move(scalars),
-                          program->donatable_params, kGraphLabel);
+    for (size_t i = 0; i < parts.size(); ++i) {
+      std::vector<std::shared_ptr<pjrt::Buffer>> out = run_part_locked(*programs[i], parts[i], buffers, keep);
+      for (size_t k = 0; k < out.size(); ++k) buffers[parts[i].outputs[k]] = std::move(out[k]);
+    }
   } catch (...) {
     reset_locked();
     throw;
   }
   ++stats_.graphs_run;
-  size_t k = 0;
-  for (size_t i = 0; i < live.size(); ++i) {
-    if (i > 0 && live[i].first != live[i - 1].first) ++k;
-    runtime::DeviceStorage* s = live[i].second;
+  if (split) ++stats_.split_reads;
+  for (const auto& [value, s] : live) {
     if (s == nullptr) {
-      orphans_[(generation_ << 32) | live[i].first] = {buffers[k], values_[live[i].first].type};
+      orphans_[(generation_ << 32) | value] = {buffers[value], values_[value].type};
       continue;
     }
-    s->resolve(buffers[k], values_[live[i].first].type, kGraphLabel);
+    s->resolve(buffers[value], values_[value].type, kGraphLabel);
     s->untrack();
   }
   reset_locked();

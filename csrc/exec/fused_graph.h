@@ -10,8 +10,14 @@
 // the storages still alive (temporaries that died are never materialised). A storage that is
 // read and then overwritten has its buffer donated to its new value.
 //
+// A flush for a host read of one storage (flush_for) runs the graph as two programs when the
+// rest is big enough: the read value's dependencies, then everything else right behind it
+// (exec/graph_split.h), so the read waits only for the first while the rest overlaps with the
+// recording of the next step.
+//
 //   TORCH_TPU_FUSE_MAX_OPS=N  - flush when a graph reaches N ops (default 5000); the next graph
 //                               continues the same iteration (see record)
+//   TORCH_TPU_FUSE_SPLIT_READS=0 - never split a flush at a host read
 #pragma once
 
 #include <atomic>
@@ -25,6 +31,7 @@
 #include "cache/fingerprint.h"
 #include "exec/captured_program.h"
 #include "exec/fresh_output.h"
+#include "exec/graph_split.h"
 #include "exec/op_call.h"
 #include "exec/program_builder.h"
 #include "exec/program_cache.h"
@@ -36,11 +43,12 @@ namespace tpu::exec {
 
 struct FusedStats {
   int64_t ops_recorded = 0;
-  int64_t graphs_run = 0;       // flushes that executed a graph
-  int64_t graph_compiles = 0;   // graphs built and compiled (or loaded from disk)
-  int64_t graph_replays = 0;    // graphs whose program was already known
+  int64_t graphs_run = 0;       // flushes that executed a graph (a split one counts once)
+  int64_t graph_compiles = 0;   // graph programs built and compiled (or loaded from disk)
+  int64_t graph_replays = 0;    // flushes whose program(s) were already known
   int64_t flushes_by_repeat = 0;
   int64_t flushes_by_size = 0;
+  int64_t split_reads = 0;      // flushes for a host read run as two programs (graph_split.h)
 };
 
 class FusedGraph : public runtime::PendingWork {
@@ -55,6 +63,8 @@ class FusedGraph : public runtime::PendingWork {
   void bind(runtime::DeviceStorage* storage, int64_t value);
 
   void flush() override;
+  // A flush because `storage`'s contents are needed now: may split the graph at that value.
+  void flush_for(const runtime::DeviceStorage* storage) override;
   void forget(runtime::DeviceStorage* storage, bool destroyed) override;
 
   // torch.compile capture: while on, the graph is cut only by a change of device (never by a
@@ -102,9 +112,18 @@ class FusedGraph : public runtime::PendingWork {
   OpMark mark_of(const OpCall& call) const;
   CallLayout::Slot slot_of(runtime::DeviceStorage* s);
   int new_value(hlo::TensorType type, int param);
-  void flush_locked(CapturedProgram* captured = nullptr);
-  std::shared_ptr<const GraphProgram> build_locked(const std::vector<int>& outputs,
-                                        const std::vector<int>& aliases);
+  // `read_value`: the value a host read needs now (>= 0 allows a split), or -1.
+  void flush_locked(CapturedProgram* captured = nullptr, int read_value = -1);
+  // Builds and compiles the program of `part` of the graph; `kind` names it in messages.
+  std::shared_ptr<const GraphProgram> build_locked(const GraphPart& part, const std::string& kind);
+  // The cached program of `part` under fingerprint `fp`, built (and *compiled set) on a miss.
+  std::shared_ptr<const GraphProgram> program_locked(const cache::Fingerprint& fp, const GraphPart& part,
+                                                     const std::string& kind, bool* compiled);
+  // Runs `program` of `part`: parameters from `buffers` (per value id; a value no later part
+  // reads is moved out), run-time scalars from the recorded calls. Returns the outputs.
+  std::vector<std::shared_ptr<pjrt::Buffer>> run_part_locked(
+      const GraphProgram& program, const GraphPart& part,
+      std::vector<std::shared_ptr<pjrt::Buffer>>& buffers, const std::vector<bool>& keep);
   void reset_locked();
 
   ProgramCache& programs_;

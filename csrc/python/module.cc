@@ -104,6 +104,7 @@ py::dict cache_stats() {
   d["fused_graph_replays"] = f.graph_replays;
   d["fused_flushes_by_repeat"] = f.flushes_by_repeat;
   d["fused_flushes_by_size"] = f.flushes_by_size;
+  d["fused_split_reads"] = f.split_reads;
   d["donated_buffers"] = exec::donated_buffers();
   return d;
 }

@@ -21,7 +21,7 @@ void DeviceStorage::set_nbytes(size_t nbytes) {
 }
 
 DeviceStorage::Contents DeviceStorage::contents() const {
-  if (pending()) flush_pending_work();
+  if (pending()) flush_pending_work_for(this);
   return current_contents();
 }
 

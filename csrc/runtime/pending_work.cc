@@ -15,4 +15,8 @@ void flush_pending_work() {
   if (PendingWork* w = g_work.load()) w->flush();
 }
 
+void flush_pending_work_for(const DeviceStorage* storage) {
+  if (PendingWork* w = g_work.load()) w->flush_for(storage);
+}
+
 }  // namespace tpu::runtime

@@ -13,6 +13,9 @@ class PendingWork {
   virtual ~PendingWork() = default;
   // Enqueues everything recorded so far; afterwards no storage is pending.
   virtual void flush() = 0;
+  // Like flush(), because `storage`'s contents are needed now: the work may launch what that
+  // storage depends on first and the rest behind it.
+  virtual void flush_for(const DeviceStorage* storage) { flush(); }
   // `storage` gets contents from outside the recorder, or (`destroyed`) is being destroyed:
   // forget it.
   virtual void forget(DeviceStorage* storage, bool destroyed) = 0;
@@ -23,5 +26,7 @@ void set_pending_work(PendingWork* work);
 PendingWork* pending_work();
 // Flushes the pending work, if any.
 void flush_pending_work();
+// Flushes the pending work, if any, because `storage`'s contents are needed now.
+void flush_pending_work_for(const DeviceStorage* storage);
 
 }  // namespace tpu::runtime

@@ -61,7 +61,8 @@ def compilation_cache_stats():
     lacks, recompiled instead of loaded), ``disk_evicted``,
     ``disk_bytes`` and ``disk_dir``; and Fused Eager's ``fused_ops_recorded``,
     ``fused_graphs_run``, ``fused_graph_compiles``, ``fused_graph_replays``,
-    ``fused_flushes_by_repeat`` and ``fused_flushes_by_size``; ``donated_buffers`` (input
+    ``fused_flushes_by_repeat``, ``fused_flushes_by_size`` and ``fused_split_reads`` (flushes
+    for a host read run as the read value's dependencies, then the rest); ``donated_buffers`` (input
     buffers that fused graphs and compiled graphs reused for their outputs).
     """
     return dict(_C._compilation_cache_stats())

@@ -1,0 +1,58 @@
+// Splitting a recorded Fused Eager graph at a host read: when the host needs one value of the
+// graph (`loss.item()` after backward and the optimizer step), the graph runs as two programs -
+// (a) the read value's dependency closure and (b) the rest - launched back to back, so the read
+// waits only for (a) while (b) runs as the host records the next step.
+//
+// The split is a pure function of the graph's structure and the read value, so every iteration
+// of a loop splits at the same point and hits the same two cached programs.
+//
+//   TORCH_TPU_FUSE_SPLIT_READS=1|0  - split or not (read at each such flush). Unset: split where
+//                                     the device is not the host's own cores. On the XLA CPU
+//                                     plugin the rest of the step competes with the recording
+//                                     for the same cores: measured on 2 cores, the split gained
+//                                     12-15% at the main Llama size and lost ~10% at the
+//                                     reference size, so it is off there unless asked for.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+namespace tpu::exec {
+
+// A part of a recorded graph that runs as one program. Value ids are the graph's.
+struct GraphPart {
+  std::vector<int> nodes;    // node indices, in record order
+  std::vector<int> inputs;   // values taken as program parameters, in this order
+  std::vector<int> outputs;  // values returned, in this order
+  std::vector<int> aliases;  // per output: the index in `inputs` whose buffer it may take, or -1
+};
+
+// The graph as the split sees it.
+struct GraphShape {
+  size_t num_values = 0;
+  std::vector<const std::vector<int>*> reads;   // per node: the values it reads
+  std::vector<const std::vector<int>*> writes;  // per node: the values it produces
+  std::vector<int> params;   // the value of each graph parameter, in parameter order
+  std::vector<int> outputs;  // the whole graph's outputs, ascending
+  std::vector<int> aliases;  // per output: the graph parameter whose buffer it may take, or -1
+};
+
+struct GraphSplit {
+  GraphPart first;  // the read value's dependencies
+  GraphPart rest;   // everything else; may read `first`'s outputs
+};
+
+// The split for a read of `read_value`, or nullopt when the rest would be empty or have fewer than
+// `min_rest` nodes (too little to overlap with anything).
+//
+// Donation: `first` lets an output take a parameter's buffer only when `rest` does not read that
+// parameter; `rest` may alias a parameter `first` also reads (the run-time donation check,
+// exec/captured_program.h, refuses a buffer an unfinished launch still holds).
+std::optional<GraphSplit> split_for_read(const GraphShape& graph, int read_value, size_t min_rest);
+
+// Whether to split: TORCH_TPU_FUSE_SPLIT_READS "1" / "0" when set (read at each call), else
+// `!device_is_host` (true on accelerator plugins, false on the XLA CPU plugin).
+bool split_reads_enabled(bool device_is_host);
+
+}  // namespace tpu::exec

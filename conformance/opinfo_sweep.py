@@ -458,7 +458,7 @@ def summarize(results, names):
     return totals, any_totals, sample_totals
 
 
-def write_markdown(path, results, names, dtypes, totals, any_totals, sample_totals):
+def write_markdown(path, results, names, dtypes, totals, any_totals, sample_totals, rerun=()):
     entries = len(names)
     passing = totals.get("pass", 0)
     with_f32 = entries - totals.get("no float32", 0)
@@ -475,6 +475,14 @@ def write_markdown(path, results, names, dtypes, totals, any_totals, sample_tota
         "dropout) are compared by shape and dtype only and counted as `random`, never as passes.",
         "Samples cut by the per-dtype time budget count as `truncated`; an OpInfo whose",
         "`sample_inputs` raises counts as `sample_inputs failed`.",
+    ]
+    if rerun:
+        lines += [
+            "",
+            f"The full sweep's report was updated by a targeted rerun (`--update`) of {len(rerun)} "
+            "entries after fixes: " + ", ".join(f"`{n}`" for n in sorted(rerun)) + ".",
+        ]
+    lines += [
         "",
         "## Totals",
         "",
@@ -504,7 +512,7 @@ def write_markdown(path, results, names, dtypes, totals, any_totals, sample_tota
         if c.get("inputs_failed"):
             return "inputs failed"
         shown = ("fallback", "mismatch", "error", "random", "truncated")
-        bad = [f"{k[0]}{v}" for k, v in c.items() if k in shown and v]
+        bad = [f"{k[0]}{c[k]}" for k in shown if c.get(k)]
         compared = sum(v for k, v in c.items() if k in ("pass", "fallback", "mismatch", "error"))
         return f"{c['pass']}/{compared}" + (" " + " ".join(bad) if bad else "")
 
@@ -523,7 +531,9 @@ def write_markdown(path, results, names, dtypes, totals, any_totals, sample_tota
         for x in dtypes:
             m = d.get(x, {}).get("messages")
             if m:
-                msg = f"{x} " + "; ".join(f"{k}: {v}" for k, v in m.items())
+                # Forward first, then backward (a report read back from JSON has its keys sorted).
+                order = sorted(m, key=lambda k: (k != "forward", k))
+                msg = f"{x} " + "; ".join(f"{k}: {m[k]}" for k in order)
                 break
         msg = msg.replace("|", "/").replace("\n", " ")[:240]
         rnd, cut = summed(d, "random"), summed(d, "truncated")
@@ -538,6 +548,24 @@ def write_markdown(path, results, names, dtypes, totals, any_totals, sample_tota
         f.write("\n".join(lines))
 
 
+def update_full_report(path, results, markdown):
+    """Replaces `results`' entries in the full sweep report at `path` (same dtypes required),
+    writes it back, and rewrites `markdown` from it, naming every entry rerun so far."""
+    with open(path) as f:
+        full = json.load(f)
+    for name, entry in results.items():
+        if name not in full["ops"]:
+            raise SystemExit(f"--update: {name} is not in {path}")
+        full["ops"][name] = entry
+    rerun = sorted(set(full.get("rerun", [])) | set(results))
+    names = sorted(full["ops"])
+    totals, any_totals, sample_totals = summarize(full["ops"], names)
+    full.update(totals=totals, totals_any_dtype=any_totals, samples=sample_totals, rerun=rerun)
+    with open(path, "w") as f:
+        json.dump(full, f, indent=1, sort_keys=True)
+    write_markdown(markdown, full["ops"], names, full["dtypes"], totals, any_totals, sample_totals, rerun)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", nargs="*", help="OpInfo entry names (default: all)")
@@ -546,6 +574,9 @@ def main():
     parser.add_argument("--json", default=os.path.join(ROOT, "build", "opinfo_report.json"))
     parser.add_argument("--markdown", default=None,
                         help="default: docs/op_coverage.md for a full sweep, none with --ops")
+    parser.add_argument("--update", metavar="FULL_JSON",
+                        help="with --ops: replace these entries in a full sweep's JSON report, write it "
+                             "back and rewrite docs/op_coverage.md from it (the page lists the rerun entries)")
     parser.add_argument("--worker-timeout", type=int, default=3600)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--progress", help=argparse.SUPPRESS)
@@ -571,6 +602,8 @@ def main():
                   f, indent=1, sort_keys=True)
     if args.markdown:
         write_markdown(args.markdown, results, names, args.dtypes, totals, any_totals, sample_totals)
+    if args.update:
+        update_full_report(args.update, results, args.markdown or os.path.join(ROOT, "docs", "op_coverage.md"))
     print(json.dumps({"entries": len(names), "totals": totals, "totals_any_dtype": any_totals,
                       "samples": sample_totals, "seconds": round(time.time() - started)}))
 

@@ -3,6 +3,7 @@ is a mismatch for every dtype, the half-precision accuracy exemption covers only
 outputs that are at least as close to a float64 reference as the CPU's, random ops and samples
 cut by the time budget or lost to a failing sample_inputs get their own categories."""
 
+import json
 import time
 
 import pytest
@@ -238,6 +239,26 @@ def test_report_shows_every_category(tmp_path, monkeypatch):
     assert row["fake_slow"].split(" | ")[-2] == "2"  # truncated column
     assert "0/2 m2" in row["fake_wrong_int"]
     assert "| 0/0 r2 |" in row["fake_random"] and "| 1/1 t2 |" in row["fake_slow"]
+
+
+def test_a_targeted_rerun_updates_the_full_report(tmp_path):
+    """--update: rerun entries replace theirs in the full report, the totals are recomputed and
+    the page names every entry rerun so far."""
+    ops = [FakeOpInfo("fake_ok", torch.clone, [torch.float32], _samples()),
+           FakeOpInfo("fake_wrong", lambda x: _corrupt(x) if _on_tpu(x) else x.clone(), [torch.float32], _samples())]
+    results = {op.name: sweep.check_op(op, ["float32"], backward=False) for op in ops}
+    totals, any_totals, samples = sweep.summarize(results, list(results))
+    full = tmp_path / "full.json"
+    full.write_text(json.dumps({"dtypes": ["float32"], "ops": results, "totals": totals,
+                                "totals_any_dtype": any_totals, "samples": samples}))
+    fixed = FakeOpInfo("fake_wrong", torch.clone, [torch.float32], _samples())
+    page = tmp_path / "coverage.md"
+    sweep.update_full_report(str(full), {"fake_wrong": sweep.check_op(fixed, ["float32"], backward=False)}, str(page))
+    report = json.loads(full.read_text())
+    assert report["totals"] == {"pass": 2} and report["rerun"] == ["fake_wrong"]
+    assert "targeted rerun (`--update`) of 1 entries after fixes: `fake_wrong`." in page.read_text()
+    with pytest.raises(SystemExit, match="not in"):
+        sweep.update_full_report(str(full), {"fake_new": results["fake_ok"]}, str(page))
 
 
 def test_inputs_are_copied_before_the_cpu_run_mutates_them():

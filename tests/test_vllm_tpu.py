@@ -31,6 +31,8 @@ needs_serve = pytest.mark.skipif(
 )
 
 PROMPTS = [[1, 5, 9, 42, 7], [3, 8, 100, 2, 17, 33, 64, 12, 90, 11, 4], [250, 6, 77]]
+# New requests in the same buckets as PROMPTS (token counts, query lengths, KV blocks).
+SAME_BUCKET = [[14, 15, 99, 3, 201, 8], [60, 61, 62, 63, 64, 65, 66, 67, 68, 69], [5, 4, 180]]
 MAX_TOKENS = 8
 
 
@@ -80,7 +82,7 @@ def _transformers_greedy(model, prompt, n=MAX_TOKENS):
     return out[0, len(prompt):].tolist()
 
 
-def _run_vllm(model_dir, engine, tmp_path, jobs, prefix_caching=False, timeout=420):
+def _run_vllm(model_dir, engine, tmp_path, jobs, prefix_caching=False, timeout=420, mode=None):
     req = tmp_path / f"request_{engine}.json"
     out = tmp_path / f"out_{engine}.json"
     req.write_text(json.dumps({"prefix_caching": prefix_caching, "seed": 0, "jobs": jobs}))
@@ -88,6 +90,9 @@ def _run_vllm(model_dir, engine, tmp_path, jobs, prefix_caching=False, timeout=4
     env.pop("PYTHONPATH", None)
     if engine == "tpu":
         env["TORCH_TPU_FALLBACK"] = "error"  # any CPU fallback fails the run
+    env.pop("TORCH_TPU_VLLM_MODE", None)
+    if mode is not None:
+        env["TORCH_TPU_VLLM_MODE"] = mode
     proc = subprocess.run(
         [str(SERVE_PY), str(HELPER), str(model_dir), engine, str(req), str(out)],
         env=env, capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
@@ -140,11 +145,16 @@ def test_generate_matches_transformers_and_vllm_cpu(tiny_llama, tmp_path):
     staggered_counts = [3, 8, 5, 6, 8, 4]
     staggered = {"prompts": staggered_prompts, "max_tokens": staggered_counts}
     tpu = _run_vllm(
-        model_dir, "tpu", tmp_path, [_greedy(PROMPTS), _greedy(PROMPTS), sampled, sampled, staggered]
+        model_dir, "tpu", tmp_path,
+        [_greedy(PROMPTS), _greedy(PROMPTS), _greedy(SAME_BUCKET), sampled, sampled, staggered],
     )
     assert tpu["device_type"] == "tpu"
+    assert tpu["mode"] == "fused"  # the default: each step's forward is one compiled program
     assert tpu["fallbacks"] == {}
-    greedy, repeat, sample_a, sample_b, mixed = tpu["jobs"]
+    greedy, repeat, new_requests, sample_a, sample_b, mixed = tpu["jobs"]
+    # A steady stream: new requests in the same buckets compile nothing new.
+    assert new_requests["compiles"] == 0
+    assert new_requests["tokens"] == [_transformers_greedy(model, p) for p in SAME_BUCKET]
     assert mixed["tokens"] == [
         _transformers_greedy(model, p, n) for p, n in zip(staggered_prompts, staggered_counts)
     ]
@@ -162,6 +172,35 @@ def test_generate_matches_transformers_and_vllm_cpu(tiny_llama, tmp_path):
     for got, ref in zip(greedy["logprobs"], cpu["jobs"][0]["logprobs"]):
         assert len(got) == len(ref) == MAX_TOKENS
         assert max(abs(a - b) for a, b in zip(got, ref)) < 1e-4
+
+
+def test_vllm_mode_env_is_checked(monkeypatch):
+    """TORCH_TPU_VLLM_MODE picks how the runner executes the forward; a typo is a clear error."""
+    from torch_tpu.vllm import execution
+
+    monkeypatch.delenv("TORCH_TPU_VLLM_MODE", raising=False)
+    assert execution.selected_mode() == "fused"
+    for mode in execution.MODES:
+        monkeypatch.setenv("TORCH_TPU_VLLM_MODE", mode.upper())
+        assert execution.forward_runner().name == mode
+    monkeypatch.setenv("TORCH_TPU_VLLM_MODE", "fast")
+    with pytest.raises(ValueError, match="TORCH_TPU_VLLM_MODE='fast' is not one of"):
+        execution.forward_runner()
+
+
+@needs_serve
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["eager", "compile"])
+def test_other_modes_match_transformers(tiny_llama, tmp_path, mode):
+    """The non-default execution modes give the same greedy tokens; once warm, new requests in
+    the same buckets compile nothing."""
+    model_dir, model = tiny_llama
+    tpu = _run_vllm(model_dir, "tpu", tmp_path, [_greedy(PROMPTS), _greedy(SAME_BUCKET)], mode=mode)
+    assert tpu["mode"] == mode
+    assert tpu["fallbacks"] == {}
+    assert tpu["jobs"][0]["tokens"] == [_transformers_greedy(model, p) for p in PROMPTS]
+    assert tpu["jobs"][1]["tokens"] == [_transformers_greedy(model, p) for p in SAME_BUCKET]
+    assert tpu["jobs"][1]["compiles"] == 0
 
 
 @needs_serve

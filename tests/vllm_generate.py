@@ -21,6 +21,14 @@ def _compiles(engine):
     return int(torch.tpu.compilation_cache_stats()["compiles"])
 
 
+def _mode(engine):
+    if engine != "tpu":
+        return None
+    from torch_tpu.vllm.execution import selected_mode
+
+    return selected_mode()
+
+
 def main():
     model_dir, engine, request_path, out_path = sys.argv[1:5]
     if engine not in ("tpu", "cpu"):
@@ -89,6 +97,7 @@ def main():
         "device_type": current_platform.device_type,
         "vllm": vllm.__version__,
         "jobs": jobs,
+        "mode": _mode(engine),
         "fallbacks": torch_tpu.fallback_counts() if engine == "tpu" else {},
     }
     with open(out_path, "w") as f:

@@ -11,7 +11,11 @@ prompts, chunks of them, prompts after a prefix-cache hit). Each group is laid o
 head_size] window; a query token sees the keys at positions <= its own (causal over cache and
 chunk alike). Grouped-query heads share their kv head without copies. Request counts, query
 lengths and key blocks are rounded up to powers of two (padding rows are written to a scratch
-row) so a steady stream of requests reuses the same device programs.
+row) so a steady stream of requests reuses the same device programs. The model runner also pads
+the step's token count to a power of two: padding tokens' cache writes go to the null block
+(block 0, which vLLM never hands to a request) and their outputs are zeros, so the
+attention programs depend only on bucketed shapes and never read the device from the host (a
+host read would cut a Fused Eager graph in the middle of the forward).
 """
 
 from dataclasses import dataclass
@@ -71,7 +75,7 @@ class _Group:
     """Requests attended together: [G requests (padded), L query tokens (padded)]."""
 
     token_index: torch.Tensor  # [G, L] int64: query row of each slot (0 for padding)
-    write_index: torch.Tensor  # [G * L] int64: output row (num_actual_tokens = scratch)
+    write_index: torch.Tensor  # [G * L] int64: output row (-1 = the scratch row)
     position: torch.Tensor  # [G, L] int64: position of the query token in its sequence
     block_table: torch.Tensor  # [G, key_blocks] int64: the requests' KV blocks
 
@@ -92,7 +96,7 @@ class TpuTorchAttentionMetadataBuilder(AttentionMetadataBuilder[TpuTorchAttentio
         super().__init__(kv_cache_spec, layer_names, vllm_config, device)
         self.block_size = kv_cache_spec.block_size
 
-    def _group(self, requests, query_len, query_start, seq_lens, table, num_tokens, length):
+    def _group(self, requests, query_len, query_start, seq_lens, table, length):
         real = len(requests)
         size = _pow2(real)
         reqs = np.concatenate([requests, np.full(size - real, requests[0], dtype=np.int64)])
@@ -108,7 +112,7 @@ class TpuTorchAttentionMetadataBuilder(AttentionMetadataBuilder[TpuTorchAttentio
         reqs_dev = torch.from_numpy(reqs).to(dev)
         return _Group(
             token_index=torch.from_numpy(np.where(valid, token, 0)).to(dev),
-            write_index=torch.from_numpy(np.where(valid, token, num_tokens).reshape(-1)).to(dev),
+            write_index=torch.from_numpy(np.where(valid, token, -1).reshape(-1)).to(dev),
             position=torch.from_numpy(position).to(dev),
             block_table=table[reqs_dev, :key_blocks].to(torch.int64),
         )
@@ -133,10 +137,10 @@ class TpuTorchAttentionMetadataBuilder(AttentionMetadataBuilder[TpuTorchAttentio
         decodes = np.nonzero(query_len == 1)[0]
         prefills = np.nonzero(query_len > 1)[0]
         if len(decodes):
-            groups.append(self._group(decodes, query_len, query_start, seq_lens, table, num_tokens, 1))
+            groups.append(self._group(decodes, query_len, query_start, seq_lens, table, 1))
         if len(prefills):
             length = _pow2(int(query_len[prefills].max()))
-            groups.append(self._group(prefills, query_len, query_start, seq_lens, table, num_tokens, length))
+            groups.append(self._group(prefills, query_len, query_start, seq_lens, table, length))
         return TpuTorchAttentionMetadata(
             num_actual_tokens=num_tokens,
             slot_mapping=m.slot_mapping[:num_tokens].to(torch.int64),
@@ -186,11 +190,9 @@ class TpuTorchAttentionImpl(AttentionImpl[TpuTorchAttentionMetadata]):
             return
         num_tokens = slot_mapping.shape[0]
         rows = torch.cat([key[:num_tokens], value[:num_tokens]], dim=-1).to(kv_cache.dtype)
-        slots = slot_mapping.to(torch.int64)
-        # Padding tokens carry slot -1 (PAD_SLOT_ID): write only the real tokens.
-        valid = slots >= 0
-        if not bool(valid.all()):
-            rows, slots = rows[valid], slots[valid]
+        # Padding tokens carry slot -1 (PAD_SLOT_ID); they write slot 0, in vLLM's null block,
+        # which no request's attention reads. No host read: the shapes stay bucketed.
+        slots = slot_mapping.to(torch.int64).clamp(min=0)
         self._slots_view(kv_cache).index_copy_(0, slots, rows)
 
     def forward(
@@ -210,12 +212,13 @@ class TpuTorchAttentionImpl(AttentionImpl[TpuTorchAttentionMetadata]):
         if attn_metadata is None:  # profiling run without a cache
             return output.fill_(0)
         m = attn_metadata
-        t = m.num_actual_tokens
+        # All (padded) tokens: shapes depend on the bucketed token count only.
+        t = query.shape[0]
         hs, heads, kv_heads = self.head_size, self.num_heads, self.num_kv_heads
-        q_all = query[:t].reshape(t, heads, hs)
+        q_all = query.reshape(t, heads, hs)
         phys = kv_cache.transpose(1, 2)  # [blocks, block_size, kv heads, 2 * head_size]
-        # One spare row takes the padding slots' results.
-        result = torch.empty(t + 1, heads, hs, dtype=torch.float32, device=query.device)
+        # One spare row (index t) takes the padding slots' results.
+        result = torch.zeros(t + 1, heads, hs, dtype=torch.float32, device=query.device)
         for g in m.groups:
             size, length = g.token_index.shape
             q = q_all[g.token_index.reshape(-1)].float().reshape(size, length, kv_heads, heads // kv_heads, hs)
@@ -234,6 +237,7 @@ class TpuTorchAttentionImpl(AttentionImpl[TpuTorchAttentionMetadata]):
             scores = scores.masked_fill(~visible[:, None, None], float("-inf"))
             probs = torch.softmax(scores, dim=-1)
             out = torch.einsum("ghqls,gshd->glhqd", probs, v).reshape(size * length, heads, hs)
-            result.index_copy_(0, g.write_index, out)
-        output[:t].copy_(result[:t].reshape(output[:t].shape).to(output.dtype))
+            write = torch.where(g.write_index < 0, t, g.write_index)
+            result.index_copy_(0, write, out)
+        output.copy_(result[:t].reshape(output.shape).to(output.dtype))
         return output

@@ -5,8 +5,14 @@ sampler on ``self.device``, which is all we need. What differs: it creates CUDA 
 events for asynchronous output copies (not used here - async scheduling is off and device
 programs complete in order), it loads through a CUDA memory profiler, and it syncs through
 CUDA events.
+
+How the model forward runs is chosen by ``TORCH_TPU_VLLM_MODE`` (see ``execution.py``): by
+default each step's forward is recorded in Fused Eager and runs as one compiled program. The
+step's token count is padded to a power of two (as vLLM pads to CUDA-graph sizes) so those
+programs are reused by a steady stream of requests.
 """
 
+import dataclasses
 from contextlib import contextmanager
 
 import torch
@@ -14,7 +20,13 @@ from vllm.logger import init_logger
 from vllm.model_executor.model_loader import get_model
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
+from .execution import forward_runner
+
 logger = init_logger(__name__)
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
 
 
 class _NoStream:
@@ -68,6 +80,31 @@ class TpuTorchModelRunner(GPUModelRunner):
         with _cuda_streams_as_tpu():
             super().__init__(vllm_config, device)
         self.use_cuda_graph = False
+        self._run_forward = forward_runner()
+        logger.info("vLLM model forward on tpu runs in mode %r", self._run_forward.name)
+
+    def _determine_batch_execution_and_padding(self, num_tokens, *args, **kwargs):
+        mode, batch, *rest = super()._determine_batch_execution_and_padding(num_tokens, *args, **kwargs)
+        # Power-of-two token counts (within the runner's buffers): one program per bucket.
+        padded = min(max(_pow2(batch.num_tokens), batch.num_tokens), self.max_num_tokens)
+        if padded != batch.num_tokens:
+            batch = dataclasses.replace(batch, num_tokens=padded)
+        return (mode, batch, *rest)
+
+    def sample_tokens(self, grammar_output):
+        with self._run_forward.sampling():
+            return super().sample_tokens(grammar_output)
+
+    def _model_forward(self, input_ids=None, positions=None, intermediate_tensors=None,
+                       inputs_embeds=None, **model_kwargs):
+        return self._run_forward(
+            self.model,
+            input_ids=input_ids,
+            positions=positions,
+            intermediate_tensors=intermediate_tensors,
+            inputs_embeds=inputs_embeds,
+            **model_kwargs,
+        )
 
     def load_model(self, load_dummy_weights: bool = False, *, model=None) -> None:
         if load_dummy_weights:

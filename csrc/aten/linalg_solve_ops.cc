@@ -10,6 +10,7 @@
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
+#include "aten/complex_support.h"
 #include "aten/linalg_common.h"
 #include "aten/op_runner.h"
 #include "aten/out_variants.h"
@@ -38,6 +39,25 @@ std::tuple<at::Tensor&, at::Tensor&> k_cholesky_ex_out(const at::Tensor& a, bool
   write_out(inf, info);
   if (check_errors) at::_linalg_check_errors(info, "linalg.cholesky_ex", a.dim() == 2);
   return {l, info};
+}
+
+// The deprecated aten::cholesky: the same factor, errors always checked. Complex inputs keep
+// the counted CPU fallback (the lowering is real-only).
+at::Tensor k_cholesky(const at::Tensor& a, bool upper) {
+  auto [factor, info] = cholesky(a, upper, "cholesky");
+  at::_linalg_check_errors(info, "cholesky", a.dim() == 2);
+  return factor;
+}
+at::Tensor& k_cholesky_out(const at::Tensor& a, bool upper, at::Tensor& out) {
+  return write_out(k_cholesky(a, upper), out);
+}
+void k_cholesky_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const at::Tensor a = torch::jit::peek(*stack, 0, 2).toTensor();
+  if (a.is_complex()) return run_cpu_fallback(op, stack);
+  const bool upper = torch::jit::peek(*stack, 1, 2).toBool();
+  at::Tensor factor = k_cholesky(a, upper);
+  torch::jit::drop(*stack, 2);
+  stack->emplace_back(std::move(factor));
 }
 
 // ---- triangular solves -----------------------------------------------------------------------
@@ -309,6 +329,8 @@ at::Tensor& k_cholesky_inverse_out(const at::Tensor& factor, bool upper, at::Ten
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_cholesky_ex.L", k_cholesky_ex_out);
+  m.impl("cholesky", torch::CppFunction::makeFromBoxedFunction<&k_cholesky_boxed>());
+  m.impl("cholesky.out", k_cholesky_out);
   m.impl("linalg_solve_triangular", k_solve_triangular);
   m.impl("linalg_solve_triangular.out", k_solve_triangular_out);
   m.impl("triangular_solve.X", k_triangular_solve_out);

@@ -39,7 +39,9 @@ at::Tensor k_segment_reduce(const at::Tensor& data, c10::string_view reduce, con
   at::Tensor positions = at::arange(n, lengths.options()).expand(pos_shape).contiguous();
   at::Tensor seg = at::searchsorted(ends, positions, false, /*right=*/true);
   for (int64_t d = axis + 1; d < data.dim(); ++d) seg = seg.unsqueeze(-1);
-  seg = seg.expand(data.sizes()).clamp_max(segments - 1);
+  // With unsafe, lengths may cover fewer than n positions; those land in one extra segment
+  // that is dropped below, as the CPU ignores them.
+  seg = seg.expand(data.sizes());
 
   const double inf = std::numeric_limits<double>::infinity();
   double identity = 0;
@@ -47,12 +49,15 @@ at::Tensor k_segment_reduce(const at::Tensor& data, c10::string_view reduce, con
   if (op == "max") identity = -inf;
   if (op == "min") identity = inf;
   const at::Scalar fill = initial.has_value() ? *initial : at::Scalar(identity);
-  at::Tensor out = at::full(out_shape, fill, data.options());
+  std::vector<int64_t> scatter_shape = out_shape;
+  scatter_shape[axis] = segments + 1;
+  at::Tensor out = at::full(scatter_shape, fill, data.options());
   if (op == "sum" || op == "mean") {
     out = out.scatter_add(axis, seg, data);
   } else {
     out = out.scatter_reduce(axis, seg, data, op == "prod" ? "prod" : (op == "max" ? "amax" : "amin"), /*include_self=*/true);
   }
+  out = out.narrow(axis, 0, segments);
   if (op == "mean") {
     at::Tensor count = lengths;
     for (int64_t d = axis + 1; d < data.dim(); ++d) count = count.unsqueeze(-1);

@@ -46,6 +46,60 @@ Value signbit_value(Builder& b, Value x) {
   return b.compare(bits, scalar_like(b, bits, 0), Compare::kLT);
 }
 
+// polygamma(n, x) for n >= 1. chlo.polygamma is only accurate for x > 0, so negative x uses the
+// reflection psi_n(x) = (-1)^n psi_n(1 - x) - pi^(n+1) P_n(cot(pi x)), where d^n/dx^n cot(pi x) =
+// pi^n P_n(cot(pi x)), P_0(c) = c, P_{k+1}(c) = -(1 + c^2) P_k'(c). Poles (x a non-positive integer) give
+// (-1)^(n+1) inf, as ATen's zeta-based kernel does. Low-precision floats compute in f32.
+Value polygamma_value(Builder& b, int64_t n, Value x_in) {
+  const ElementType t = b.dtype(x_in);
+  const bool narrow = element_size(t) < 4;
+  Value x = narrow ? cast(b, x_in, ElementType::kF32) : x_in;
+  Value nv = scalar_like(b, x, static_cast<double>(n));
+  Value direct = b.binary("chlo.polygamma", nv, x);
+  if (n < 1) {  // digamma: ATen gives -inf at +0 and +inf at -0, where chlo gives NaN
+    const double inf = std::numeric_limits<double>::infinity();
+    Value at_zero = b.select(signbit_value(b, x), scalar_like(b, x, inf), scalar_like(b, x, -inf));
+    Value r = b.select(b.compare(x, scalar_like(b, x, 0.0), Compare::kEQ), at_zero, direct);
+    return narrow ? cast(b, r, t) : r;
+  }
+  std::vector<double> poly = {0.0, 1.0};  // coefficients of P_k, lowest degree first
+  for (int64_t k = 0; k < n; ++k) {
+    std::vector<double> next(poly.size() + 1, 0.0);
+    for (size_t i = 1; i < poly.size(); ++i) {  // -(1 + c^2) * i * a_i c^(i-1)
+      next[i - 1] -= static_cast<double>(i) * poly[i];
+      next[i + 1] -= static_cast<double>(i) * poly[i];
+    }
+    poly = next;
+  }
+  Value one = scalar_like(b, x, 1.0);
+  Value zero = scalar_like(b, x, 0.0);
+  // ATen's trigamma takes sin of the rounded f32 product pi * x; match it. Higher orders reduce x
+  // exactly to r in [-0.5, 0.5]: cot(pi r) = cos/sin near the poles (r ~ 0), and
+  // tan(pi (sign(r)/2 - r)) near the zeros of cot (|r| ~ 0.5), both accurate there.
+  Value c;
+  if (n == 1) {
+    Value angle = b.mul(x, scalar_like(b, x, M_PI));
+    c = b.div(b.unary("stablehlo.cosine", angle), b.unary("stablehlo.sine", angle));
+  } else {
+    Value r = b.sub(x, b.unary("stablehlo.round_nearest_even", x));
+    Value angle = b.mul(r, scalar_like(b, x, M_PI));
+    Value near_pole = b.div(b.unary("stablehlo.cosine", angle), b.unary("stablehlo.sine", angle));
+    Value half = b.mul(b.unary("stablehlo.sign", r), scalar_like(b, x, 0.5));
+    Value near_zero = b.unary("chlo.tan", b.mul(b.sub(half, r), scalar_like(b, x, M_PI)));
+    c = b.select(b.compare(b.unary("stablehlo.abs", r), scalar_like(b, x, 0.25), Compare::kLT), near_pole, near_zero);
+  }
+  Value p = scalar_like(b, x, poly.back());
+  for (size_t i = poly.size() - 1; i-- > 0;) p = b.add(b.mul(p, c), scalar_like(b, x, poly[i]));
+  Value mirrored = b.binary("chlo.polygamma", nv, b.sub(one, x));
+  if (n % 2 == 1) mirrored = b.neg(mirrored);
+  Value reflected = b.sub(mirrored, b.mul(p, scalar_like(b, x, std::pow(M_PI, static_cast<double>(n + 1)))));
+  Value pole = scalar_like(b, x, (n % 2 == 1 ? 1.0 : -1.0) * std::numeric_limits<double>::infinity());
+  Value nonpositive = b.compare(x, zero, Compare::kLE);
+  Value is_pole = logical_and(b, nonpositive, b.compare(x, b.unary("stablehlo.floor", x), Compare::kEQ));
+  Value r = b.select(nonpositive, b.select(is_pole, pole, reflected), direct);
+  return narrow ? cast(b, r, t) : r;
+}
+
 Value log_base(Builder& b, Value x, double base) {
   return b.div(b.unary("stablehlo.log", x), scalar_like(b, x, std::log(base)));
 }
@@ -187,7 +241,7 @@ const PointwiseEntry kUnary[] = {
     {"erfc", [](Context& c, const Args& a) { return op1(c.b, "chlo.erfc", a[0]); }},
     {"erfinv", [](Context& c, const Args& a) { return op1(c.b, "chlo.erf_inv", a[0]); }},
     {"lgamma", [](Context& c, const Args& a) { return op1(c.b, "chlo.lgamma", a[0]); }},
-    {"digamma", [](Context& c, const Args& a) { return op1(c.b, "chlo.digamma", a[0]); }},
+    {"digamma", [](Context& c, const Args& a) { return polygamma_value(c.b, 0, a[0]); }},
     {"ceil", [](Context& c, const Args& a) { return rounding(c.b, "stablehlo.ceil", a[0]); }},
     {"floor", [](Context& c, const Args& a) { return rounding(c.b, "stablehlo.floor", a[0]); }},
     {"round", round_decimals},
@@ -267,8 +321,7 @@ const PointwiseEntry kUnary[] = {
     {"clamp_max", [](Context& c, const Args& a) { return c.b.min(a[0], a[1]); }},
     // polygamma(n, x): attrs n
     {"polygamma", [](Context& c, const Args& a) {
-       Value n = scalar_like(c.b, a[0], static_cast<double>(c.attrs.get_int("n")));
-       return c.b.binary("chlo.polygamma", n, a[0]);
+       return polygamma_value(c.b, c.attrs.get_int("n"), a[0]);
      }},
     {"zeta", [](Context& c, const Args& a) { return c.b.binary("chlo.zeta", a[0], a[1]); }},
     {"log_sigmoid", [](Context& c, const Args& a) {

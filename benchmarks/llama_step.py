@@ -24,6 +24,19 @@ SIZES = {
 }
 
 
+def train_body(model, opt, x, y):
+    """Forward, backward and the optimizer step on (x, y), returning the detached loss: the body
+    every benchmark of the Llama step times (and compiles, where it compiles)."""
+
+    def body():
+        loss = model(x, y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    return body
+
+
 def make(device, size="reference", seed=0, compiled=False):
     """The step as a function returning the loss. `compiled`: forward, backward and AdamW as one
     torch.compile(backend="tpu") graph (a capturable optimizer keeps its step count on the device)."""
@@ -41,11 +54,7 @@ def make(device, size="reference", seed=0, compiled=False):
     tokens = torch.randint(0, 256, (batch, seq + 1), generator=g)
     x, y = tokens[:, :-1].to(device), tokens[:, 1:].to(device)
 
-    def body():
-        loss = model(x, y)
-        loss.backward()
-        opt.step()
-        return loss.detach()
+    body = train_body(model, opt, x, y)
 
     if compiled:
         body = torch.compile(body, backend="tpu")

@@ -18,7 +18,7 @@ sys.path.append(os.path.dirname(BENCH))  # the repository root: models/
 sys.path.append(BENCH)  # llama_step (its SIZES)
 
 from models.llama import Llama, LlamaConfig  # noqa: E402
-from llama_step import SIZES  # noqa: E402
+from llama_step import SIZES, train_body  # noqa: E402
 
 VOCAB = 256
 
@@ -55,11 +55,7 @@ def make_step(path, device, compile_fn=None, capturable=False, after_step=None):
     tokens = saved["tokens"]
     x, y = tokens[:, :-1].to(device), tokens[:, 1:].to(device)
 
-    def body():
-        loss = model(x, y)
-        loss.backward()
-        opt.step()
-        return loss.detach()
+    body = train_body(model, opt, x, y)
 
     if compile_fn is not None:
         body = compile_fn(body)

@@ -284,7 +284,9 @@ def report(args, ready, missing, dispatch, steps, losses, ref_name, diffs, bad, 
             f"{r.get('dispatch_warmup_seconds', float('nan')):.1f}, {r.get('step_warmup_seconds', float('nan')):.1f}",
             "; ".join(notes)])
         results[name] = {"label": label, "torch": r["torch"], "versions": r["versions"],
-                         "threads": r["threads"], "ready": r,
+                         "threads": r["threads"],
+                         # Errors keep their message; the traceback is in the worker's log.
+                         "ready": {k: first_line(v) if k.endswith("_error") else v for k, v in r.items()},
                          "dispatch_seconds_per_round": dispatch.get(name),
                          "step_seconds_per_round": steps.get(name), "losses": losses.get(name),
                          "us_per_add_median": us.get(name), "steps_per_second_median": sps.get(name),

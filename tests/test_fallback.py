@@ -28,25 +28,33 @@ lib.impl("scale_", lambda x, f: x.mul_(f), "CPU")
 exec(CPU_ONLY_OP_DEFINITION)
 
 
-def antialiased_resize(x):
-    # An aten op without a tpu lowering today (antialiased interpolation); if it gets one,
-    # switch these tests to another unlowered aten op.
-    return torch.nn.functional.interpolate(x, size=(3, 3), mode="bilinear", antialias=True)
+UNLOWERED_OP = "aten::linalg_ldl_factor_ex.out"
+
+
+def unlowered(x):
+    # An aten op without a tpu lowering today (the LDL factorization, Bunch-Kaufman pivoting);
+    # if it gets one, switch these tests to another unlowered aten op.
+    return torch.linalg.ldl_factor(x)[0]
+
+
+def spd(n=4):
+    a = torch.randn(n, n, generator=torch.Generator().manual_seed(n))
+    return a @ a.T + n * torch.eye(n)
 
 
 def test_fallback_warns_once_and_counts():
     torch_tpu.reset_fallback_counts()
-    x = torch.randn(1, 2, 6, 6)
+    x = spd()
     t = x.to("tpu")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         torch.lgamma(t)  # lowered: no warning
-        r1 = antialiased_resize(t)
-        r2 = antialiased_resize(t)
+        r1 = unlowered(t)
+        r2 = unlowered(t)
     messages = [str(w.message) for w in caught if "no tpu lowering" in str(w.message)]
-    assert len(messages) == 1 and "_upsample_bilinear2d_aa" in messages[0]  # warned once
-    assert torch_tpu.fallback_counts() == {"aten::_upsample_bilinear2d_aa.out": 2}
-    assert_close(r1, antialiased_resize(x))
+    assert len(messages) == 1 and UNLOWERED_OP in messages[0]  # warned once
+    assert torch_tpu.fallback_counts() == {UNLOWERED_OP: 2}
+    assert_close(r1, unlowered(x))
     assert r2.device.type == "tpu"
 
 
@@ -70,16 +78,16 @@ def test_error_mode_api():
     torch_tpu.set_fallback_mode("error")
     try:
         assert torch_tpu.get_fallback_mode() == "error"
-        with pytest.raises(NotImplementedError, match="_upsample_bilinear2d_aa"):
-            antialiased_resize(torch.ones(1, 1, 6, 6, device="tpu"))
+        with pytest.raises(NotImplementedError, match="linalg_ldl_factor_ex"):
+            unlowered(spd().to("tpu"))
     finally:
         torch_tpu.set_fallback_mode("warn")
 
 
 def test_error_mode_environment():
     code = (
-        "import torch, torch_tpu\nx = torch.ones(1, 1, 6, 6, device='tpu')\ntry:\n"
-        "    torch.nn.functional.interpolate(x, size=(3, 3), mode='bilinear', antialias=True)\n"
+        "import torch, torch_tpu\nx = (torch.eye(4) * 2).to('tpu')\ntry:\n"
+        "    torch.linalg.ldl_factor(x)\n"
         "except NotImplementedError as e:\n    print('refused', 'TORCH_TPU_FALLBACK' in str(e))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
                        env=dict(os.environ, TORCH_TPU_FALLBACK="error"))

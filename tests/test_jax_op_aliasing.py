@@ -126,6 +126,9 @@ def test_alias_errors():
 def _temporary(values, storages, view_holder=None):
     """A tpu tensor only the call will hold; records its storage (and maybe keeps a view)."""
     t = values.to("tpu")
+    # The upload must have finished: a buffer an unfinished transfer or launch still holds is
+    # never donated (the run-time check refuses it), which on a loaded machine made this flaky.
+    torch.tpu.synchronize()
     storages.append(t.untyped_storage().data_ptr())
     if view_holder is not None:
         view_holder.append(t[:2])

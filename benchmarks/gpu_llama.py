@@ -29,11 +29,9 @@ import torch
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(_HERE, ".."))
-sys.path.insert(0, _HERE)  # llama_step (the shared step body)
 
 import torch_tpu  # noqa: E402
 from models.llama import Llama, LlamaConfig  # noqa: E402
-from llama_step import train_body  # noqa: E402
 from torch_tpu.execution_mode import mode  # noqa: E402
 
 # ~1B parameters: 16 layers of dim 2048 (SwiGLU hidden 5632), 32k vocabulary, 2048 tokens.
@@ -86,7 +84,11 @@ def make_step(name, c, state, tokens, device):
                             capturable=compiled)
     x, y = tokens[:, :-1].to(device), tokens[:, 1:].to(device)
 
-    body = train_body(model, opt, x, y)
+    def body():
+        loss = model(x, y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
 
     if name == "tpu_compile":
         body = torch.compile(body, backend="tpu")

@@ -6,15 +6,19 @@
 Every sample of every OpInfo in torch.testing._internal.common_methods_invocations.op_db runs
 on the CPU and on tpu copies of its inputs; each sample is classified:
 
-  pass       same values (dtype-aware tolerances), no CPU fallback. A bfloat16/float16 output
+  pass       same values (dtype-aware tolerances), no CPU fallback - compared as they are, or,
+             as PyTorch's own test_compare_cpu does, after the sample's output_process_fn_grad
+             (linalg results defined only up to signs of vectors). A bfloat16/float16 output
              outside the tolerance passes only where, element by element, it is at least as
              close to a float64 CPU reference as the CPU's own half-precision output is; every
              other output (float32, float64, integer, bool) is compared normally
   fallback   an op without a tpu lowering ran on the CPU (the values may still match)
   mismatch   different values, shapes or dtypes
   error      the tpu run raised while the CPU run did not
-  random     a random op (RANDOM_OPS, or attention with dropout): shapes and dtypes match, the
-             values are not compared; never counted as a pass
+  random     an op whose outputs are uninitialized memory (empty and its family): shapes and
+             dtypes match, there are no values to compare; never counted as a pass. Other
+             random ops (RANDOM_OPS, attention with dropout) are drawn repeatedly on both
+             devices and pass only when the distributions agree (random_compare.py)
   skip       the CPU run raised (the sample is invalid)
   truncated  not run: the per-dtype time budget ran out first
 
@@ -31,11 +35,17 @@ import subprocess
 import sys
 import time
 
+if __package__:
+    from . import random_compare
+else:  # run as a script
+    import random_compare
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DEFAULT_DTYPES = ["float32", "bfloat16", "int64", "bool", "complex64"]
 
-# Ops whose results are random: only shapes and dtypes are compared.
+# Ops whose results are random: compared as distributions (random_compare.py), or by shape and
+# dtype alone when the outputs are uninitialized memory.
 RANDOM_OPS = {
     "bernoulli", "multinomial", "normal", "normal.number_mean", "normal.in_place", "uniform",
     "cauchy", "exponential", "geometric", "log_normal", "rand_like", "randn_like", "randint_like",
@@ -185,7 +195,29 @@ def _grads(torch, out, inputs):
     if not outs or not leaves:
         return []
     total = sum(o.sum() for o in outs)
-    return list(torch.autograd.grad(total, leaves, allow_unused=True))
+    # The graph is kept: a mismatch is compared again after output_process_fn_grad.
+    return list(torch.autograd.grad(total, leaves, allow_unused=True, retain_graph=True))
+
+
+def _processed_problem(torch, sample, cpu_out, tpu_out, cpu_in, tpu_in, want_grad, to_cpu):
+    """The comparison PyTorch's own test_compare_cpu makes: outputs (and, for backward, the
+    gradients of them) after the sample's `output_process_fn_grad`, which linalg entries use
+    where a result is defined only up to a convention (the signs of singular vectors and
+    eigenvectors). None when they agree."""
+    from torch.utils._pytree import tree_map
+
+    proc = getattr(sample, "output_process_fn_grad", None)
+    if proc is None:
+        return "no output_process_fn_grad"
+    try:
+        p_cpu, p_tpu = proc(cpu_out), proc(tpu_out)
+        problem = _compare(torch, tree_map(to_cpu, p_tpu), p_cpu, False)
+        if problem is None and want_grad:
+            problem = _compare(torch, tree_map(to_cpu, _grads(torch, p_tpu, tpu_in)),
+                               _grads(torch, p_cpu, cpu_in), False)
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    return problem
 
 
 def _float64_reference(torch, op, sample):
@@ -214,14 +246,19 @@ def _float64_reference(torch, op, sample):
 SAMPLE_STATUSES = ("pass", "fallback", "mismatch", "error", "random", "skip", "truncated")
 
 
-def run_sample(op, sample, random, want_grad):
+def run_sample(op, sample, random, want_grad, draw_seconds=random_compare.DRAW_SECONDS):
     """(status, message) for one OpInfo sample: pass, fallback, mismatch, error, random
-    (shapes and dtypes match; values of a random op are not compared) or skip (the CPU raised)."""
+    (an op with uninitialized outputs: shapes and dtypes match, there are no values to compare)
+    or skip (the CPU raised). A random op's results are compared as distributions over repeated
+    draws (conformance/random_compare.py), each device drawing for about `draw_seconds`."""
     import torch
     import torch_tpu
     from torch.utils._pytree import tree_map
 
-    keep_storage = entry_name(op) in STORAGE_OPS
+    name = entry_name(op)
+    keep_storage = name in STORAGE_OPS
+    if random:
+        op = random_compare.canonical_op(name, op)
 
     def to_tpu(x):
         if isinstance(x, torch.Tensor):
@@ -238,7 +275,7 @@ def run_sample(op, sample, random, want_grad):
 
     # Inputs are copied to tpu (and for the float64 reference) before the CPU run, which may
     # modify them in place.
-    host = HOST_ARGS.get(entry_name(op), ())
+    host = HOST_ARGS.get(name, ())
     copy_error = None
     try:
         args = tuple(a if i in host else tree_map(to_tpu, a) for i, a in enumerate(sample.args))
@@ -266,12 +303,38 @@ def run_sample(op, sample, random, want_grad):
     problem = _compare(torch, tpu_out_cpu, cpu_out, random, reference)
     if problem is None and want_grad:
         problem = _compare(torch, tree_map(to_cpu, tpu_grads), cpu_grads, random)
+    if problem is not None and not random and _processed_problem(
+            torch, sample, cpu_out, tpu_out, (sample.input, sample.args, sample.kwargs), tpu_in, want_grad,
+            to_cpu) is None:
+        problem = None
     if fell_back:
         return "fallback", ", ".join(sorted(fell_back))
     if problem is not None:
         return "mismatch", problem[:300]
-    if random:
+    if random and name in random_compare.UNINITIALIZED_OPS:
         return "random", ""
+    if random:
+        def draw_cpu():
+            out = op(sample.input, *sample.args, **sample.kwargs)
+            return out, (_grads(torch, out, (sample.input, sample.args, sample.kwargs)) if want_grad else None)
+
+        def draw_tpu():
+            out = op(tpu_in[0], *tpu_in[1], **tpu_in[2])
+            grads = _grads(torch, out, tpu_in) if want_grad else None
+            return tree_map(to_cpu, out), tree_map(to_cpu, grads)
+
+        try:
+            problem = random_compare.compare(
+                torch, draw_tpu, draw_cpu, (tpu_out_cpu, tree_map(to_cpu, tpu_grads)), (cpu_out, cpu_grads),
+                lambda dtype: _tolerance(torch, dtype), draw_seconds)
+        except Exception as e:
+            msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+            return "error", f"{type(e).__name__} while drawing again: {msg}"
+        fell_back = torch_tpu.fallback_counts()
+        if fell_back:
+            return "fallback", ", ".join(sorted(fell_back))
+        if problem is not None:
+            return "mismatch", problem[:300]
     return "pass", ""
 
 
@@ -326,7 +389,11 @@ def check_op(op, dtypes, backward, time_budget=60.0):
                     messages.setdefault(key, f"truncated: {len(samples) - i} of {len(samples)} samples "
                                              f"not run ({time_budget:g}s budget)")
                     break
-                status, msg = run_sample(op, sample, _sample_is_random(random, sample, name), want_grad)
+                # Random samples draw repeatedly: they share what is left of the budget.
+                draw_seconds = min(random_compare.DRAW_SECONDS,
+                                   max(0.2, (time_budget - (time.time() - started)) / (4 * (len(samples) - i))))
+                status, msg = run_sample(op, sample, _sample_is_random(random, sample, name), want_grad,
+                                         draw_seconds)
                 counts[status] += 1
                 if status in ("fallback", "mismatch", "error") and not messages.get(key, "").startswith(
                         ("fallback", "mismatch", "error")):
@@ -424,7 +491,7 @@ def run_sweep(names, dtypes, backward, per_worker_timeout):
 
 # Per-entry categories, worst first: the report counts entries in each.
 CATEGORIES = ("crash", "sample_inputs failed", "error", "mismatch", "fallback", "truncated",
-              "random: shape/dtype only", "no samples", "no float32", "pass")
+              "uninitialized: shape/dtype only", "no samples", "no float32", "pass")
 
 
 def _worst(counts):
@@ -435,7 +502,7 @@ def _worst(counts):
         if counts.get(status):
             return status
     if counts.get("random"):
-        return "random: shape/dtype only"
+        return "uninitialized: shape/dtype only"
     if counts.get("pass", 0) == 0:
         return "no samples"
     return "pass"
@@ -491,10 +558,17 @@ def write_markdown(path, results, names, dtypes, totals, any_totals, sample_tota
         "OpInfo in `torch.testing._internal.common_methods_invocations.op_db` runs on the CPU and on tpu",
         "copies of its inputs (forward for " + ", ".join(dtypes) + "; backward for float32 where the",
         "OpInfo supports autograd). A sample passes when values match within dtype-aware tolerances and",
-        "no op fell back to the CPU. A half-precision output outside the tolerance still passes when",
+        "no op fell back to the CPU; outputs that differ as they are are compared again after the",
+        "sample's `output_process_fn_grad`, as PyTorch's own `test_compare_cpu` does (linalg results",
+        "defined only up to the signs of singular vectors and eigenvectors; for backward, gradients",
+        "of the processed outputs). A half-precision output outside the tolerance still passes when",
         "it is at least as close to a float64 CPU reference as the CPU's own half-precision output",
         "(element by element); no other output gets that exemption. Random ops (and attention with",
-        "dropout) are compared by shape and dtype only and counted as `random`, never as passes.",
+        "dropout) are drawn repeatedly on both devices and pass only when the distributions of every",
+        "output and gradient agree (per-draw fractions below 64 quantile points, NaN and Inf",
+        "fractions, z < 5.5; see `conformance/random_compare.py`). Ops whose outputs are",
+        "uninitialized memory (`empty` and its family) are compared by shape and dtype only and",
+        "counted as `random`, never as passes.",
         "Samples cut by the per-dtype time budget count as `truncated`; an OpInfo whose",
         "`sample_inputs` raises counts as `sample_inputs failed`.",
     ]
@@ -562,7 +636,7 @@ def write_markdown(path, results, names, dtypes, totals, any_totals, sample_tota
         lines.append(f"| {n} | {cell(f32.get('forward'))} | {cell(f32.get('backward'))} | " + " | ".join(cells)
                      + f" | {rnd or ''} | {cut or ''} | {msg} |")
     lines += ["", "Cell format: passing samples / compared samples, then counts of f(allback), m(ismatch),",
-              "e(rror), r(andom: shape/dtype only, not compared) and t(runcated: not run); `inputs",
+              "e(rror), r(andom: uninitialized outputs, shape/dtype only) and t(runcated: not run); `inputs",
               "failed`: the OpInfo's sample_inputs raised. Empty: the OpInfo does not",
               "support that dtype. `random`: samples compared by shape and dtype only (all dtypes and",
               "directions); `truncated`: samples not run because the time budget ran out.", ""]

@@ -1,7 +1,8 @@
 """The OpInfo sweep (conformance/opinfo_sweep.py) reports what it sees: a planted wrong tpu result
 is a mismatch for every dtype, the half-precision accuracy exemption covers only half-precision
 outputs that are at least as close to a float64 reference as the CPU's, random ops and samples
-cut by the time budget or lost to a failing sample_inputs get their own categories."""
+cut by the time budget or lost to a failing sample_inputs get their own categories (random ops
+compared as distributions: tests/test_conformance_random.py)."""
 
 import json
 import time
@@ -14,6 +15,7 @@ from torch.testing._internal.opinfo.core import SampleInput
 import torch_tpu  # noqa: F401  (registers the tpu device)
 
 from conformance import opinfo_sweep as sweep
+from conformance import random_compare
 
 CLONE = next(o for o in op_db if sweep.entry_name(o) == "clone")
 
@@ -145,15 +147,16 @@ def test_float32_closer_to_reference_is_still_a_mismatch():
     assert fwd["mismatch"] == 2 and fwd["pass"] == 0, fwd
 
 
-def test_random_ops_are_their_own_category(monkeypatch):
-    monkeypatch.setattr(sweep, "RANDOM_OPS", sweep.RANDOM_OPS | {"fake_random", "fake_random_shape"})
-    op = FakeOpInfo("fake_random", torch.rand_like, [torch.float32], _samples(count=3))
+def test_uninitialized_outputs_are_their_own_category(monkeypatch):
+    monkeypatch.setattr(sweep, "RANDOM_OPS", sweep.RANDOM_OPS | {"fake_empty", "fake_random_shape"})
+    monkeypatch.setattr(random_compare, "UNINITIALIZED_OPS", random_compare.UNINITIALIZED_OPS | {"fake_empty"})
+    op = FakeOpInfo("fake_empty", torch.empty_like, [torch.float32], _samples(count=3))
     result = sweep.check_op(op, ["float32"], backward=False)
     fwd = result["dtypes"]["float32"]["forward"]
     assert fwd["random"] == 3 and fwd["pass"] == 0 and fwd["mismatch"] == 0, result
-    assert sweep.classify(result) == "random: shape/dtype only"
+    assert sweep.classify(result) == "uninitialized: shape/dtype only"
 
-    # A random op with the wrong shape on tpu is still a mismatch.
+    # A random op with the wrong shape on tpu is a mismatch before any distribution is drawn.
     def wrong_shape(x):
         out = torch.rand_like(x)
         return out[:1] if _on_tpu(x) else out
@@ -161,15 +164,6 @@ def test_random_ops_are_their_own_category(monkeypatch):
     op = FakeOpInfo("fake_random_shape", wrong_shape, [torch.float32], _samples())
     fwd = sweep.check_op(op, ["float32"], backward=False)["dtypes"]["float32"]["forward"]
     assert fwd["mismatch"] == 2 and fwd["random"] == 0, fwd
-
-
-def test_dropout_samples_are_random_not_passes():
-    def fn(x, dropout_p=0.0):
-        return torch.nn.functional.dropout(x, p=dropout_p)
-
-    op = FakeOpInfo("fake_attention", fn, [torch.float32], _samples(dropout_p=0.5))
-    fwd = sweep.check_op(op, ["float32"], backward=False)["dtypes"]["float32"]["forward"]
-    assert fwd["random"] == 2 and fwd["pass"] == 0, fwd
 
 
 def test_time_budget_cuts_are_counted():
@@ -198,6 +192,7 @@ def test_failing_sample_inputs_are_reported():
 
 def test_report_shows_every_category(tmp_path, monkeypatch):
     monkeypatch.setattr(sweep, "RANDOM_OPS", sweep.RANDOM_OPS | {"fake_random"})
+    monkeypatch.setattr(random_compare, "UNINITIALIZED_OPS", random_compare.UNINITIALIZED_OPS | {"fake_random"})
 
     def broken(dtype, requires_grad):
         raise ValueError("broken sample_inputs")
@@ -210,7 +205,7 @@ def test_report_shows_every_category(tmp_path, monkeypatch):
         FakeOpInfo("fake_ok", torch.clone, [torch.float32, torch.int64], _samples()),
         FakeOpInfo("fake_wrong_int", lambda x: _corrupt(x) if _on_tpu(x) else x.clone(),
                    [torch.float32, torch.int64], _samples()),
-        FakeOpInfo("fake_random", torch.rand_like, [torch.float32], _samples()),
+        FakeOpInfo("fake_random", torch.empty_like, [torch.float32], _samples()),
         FakeOpInfo("fake_broken", torch.clone, [torch.float32], broken),
         FakeOpInfo("fake_slow", slow_clone, [torch.float32], _samples(count=3)),
     ]
@@ -221,7 +216,7 @@ def test_report_shows_every_category(tmp_path, monkeypatch):
     names = list(results)
     totals, any_totals, samples = sweep.summarize(results, names)
     # fake_wrong_int is also wrong in float32 (x + 1): a float32 mismatch.
-    assert totals == {"pass": 1, "mismatch": 1, "random: shape/dtype only": 1,
+    assert totals == {"pass": 1, "mismatch": 1, "uninitialized: shape/dtype only": 1,
                       "sample_inputs failed": 1, "truncated": 1}, totals
     assert any_totals["mismatch"] == 1 and any_totals["pass"] == 1, any_totals
     assert samples["random"] == 2 and samples["truncated"] == 2 and samples["inputs_failed"] == 1
@@ -231,7 +226,7 @@ def test_report_shows_every_category(tmp_path, monkeypatch):
     sweep.write_markdown(str(path), results, names, ["float32", "int64"], totals, any_totals, samples)
     text = path.read_text()
     assert "| random | truncated | first problem |" in text
-    for category in ("random: shape/dtype only", "sample_inputs failed", "truncated", "mismatch"):
+    for category in ("uninitialized: shape/dtype only", "sample_inputs failed", "truncated", "mismatch"):
         assert f"`{category}`: 1" in text, category
     row = {line.split(" | ")[0][2:]: line for line in text.splitlines() if line.startswith("| fake_")}
     assert "inputs failed" in row["fake_broken"] and "broken sample_inputs" in row["fake_broken"]
@@ -273,3 +268,27 @@ def test_inputs_are_copied_before_the_cpu_run_mutates_them():
     for dtype in ("float32", "bfloat16"):
         fwd = result["dtypes"][dtype]["forward"]
         assert fwd["pass"] == 2 and fwd["mismatch"] == 0, result
+
+
+def _processed_samples(process):
+    def make(dtype, requires_grad):
+        out = _samples()(dtype, requires_grad)
+        for s in out:
+            s.output_process_fn_grad = process
+        return out
+
+    return make
+
+
+@pytest.mark.parametrize("flip,process,expected", [
+    (-1.0, torch.abs, "pass"),          # a sign convention the OpInfo declares arbitrary
+    (-1.5, torch.abs, "mismatch"),      # a wrong value stays wrong after the processing
+    (-1.0, lambda x: x, "mismatch"),    # no declared convention: the raw comparison stands
+])
+def test_output_process_fn_grad_is_applied_as_pytorch_does(flip, process, expected):
+    """As PyTorch's test_compare_cpu: results that differ as they are are compared again after
+    the sample's output_process_fn_grad (e.g. |eigenvectors| for linalg.eigh)."""
+    op = FakeOpInfo("fake_signs", lambda x: x * flip if _on_tpu(x) else x.clone(), [torch.float32],
+                    _processed_samples(process))
+    fwd = sweep.check_op(op, ["float32"], backward=False)["dtypes"]["float32"]["forward"]
+    assert fwd[expected] == 2, fwd

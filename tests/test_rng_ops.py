@@ -73,3 +73,18 @@ def test_distribution_fills(kind, args, mean, var):
 def test_cauchy_median():
     x = reproducible(lambda: torch.empty(200_000, device="tpu").cauchy_(1.0, 2.0))
     assert abs(x.median().item() - 1.0) < 0.05
+
+
+@pytest.mark.parametrize("fill,args", [("normal_", (1.0, 2.0)), ("uniform_", (-1.0, 3.0))])
+def test_complex_fills_draw_both_parts_like_the_cpu(fill, args):
+    """Complex normal_/uniform_ (behind randn/rand with a complex dtype): real and imaginary parts
+    are independent draws; normal_ gives each part half the variance, as on the CPU."""
+    x = reproducible(lambda: getattr(torch.empty(200_000, dtype=torch.complex64, device="tpu"), fill)(*args))
+    ref = getattr(torch.empty(200_000, dtype=torch.complex64), fill)(*args)
+    for part in (torch.real, torch.imag):
+        got, want = part(x).double(), part(ref).double()
+        assert abs(got.mean().item() - want.mean().item()) < 0.02
+        assert abs(got.std().item() / want.std().item() - 1) < 0.02
+        assert got.min().item() >= want.min().item() - 0.5 * want.std().item()
+    assert abs(torch.corrcoef(torch.stack([x.real, x.imag]).double())[0, 1].item()) < 0.02
+    assert torch.randn(4, dtype=torch.complex64, device="tpu").dtype == torch.complex64

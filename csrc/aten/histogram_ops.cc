@@ -1,16 +1,19 @@
 // torch.histogram: bin edges from a count (over `range`, or the data's min and max - one host
 // read) or given as a tensor; every element lands in the bin whose edges bracket it (the last
-// bin is closed), found with searchsorted and summed with scatter_add, all on the device.
+// bin is closed), found with the rules shared with histogramdd (histogram_bins.h) and summed with
+// scatter_add, all on the device.
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include "aten/histogram_bins.h"
 #include "aten/out_variants.h"
 
 namespace tpu::aten {
 namespace {
 
 std::tuple<at::Tensor, at::Tensor> histogram_with_edges(const at::Tensor& self, const at::Tensor& edges,
-                                                        const std::optional<at::Tensor>& weight, bool density) {
+                                                        const std::optional<at::Tensor>& weight, bool density,
+                                                        bool sorted_edges) {
   TORCH_CHECK(c10::isFloatingType(self.scalar_type()), "torch.histogram: input tensor must be floating point, got ",
               self.scalar_type());
   TORCH_CHECK(edges.dim() == 1 && edges.numel() >= 2, "torch.histogram: bins tensor should have one dimension and at least 2 elements, but got ",
@@ -20,9 +23,8 @@ std::tuple<at::Tensor, at::Tensor> histogram_with_edges(const at::Tensor& self, 
   const int64_t bins = edges.numel() - 1;
   at::Tensor x = self.reshape({-1});
   at::Tensor e = edges.to(self.scalar_type());
-  at::Tensor lo = e.select(0, 0), hi = e.select(0, bins);
-  at::Tensor inside = (x >= lo).logical_and(x <= hi);
-  at::Tensor bucket = (at::searchsorted(e, x, /*out_int32=*/false, /*right=*/true) - 1).clamp(0, bins - 1);
+  at::Tensor inside = within_edges(x, e);
+  at::Tensor bucket = bin_of(x, e, sorted_edges);
   at::Tensor w = weighted ? weight->reshape({-1}).to(self.scalar_type()) : at::ones_like(x);
   w = at::where(inside, w, at::zeros({}, w.options()));
   at::Tensor hist = at::zeros({bins}, self.options()).scatter_add_(0, bucket, w);
@@ -46,22 +48,18 @@ at::Tensor edges_from_count(const at::Tensor& self, int64_t bins, std::optional<
   }
   TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi), "torch.histogram: range of [", lo, ", ", hi, "] is not finite");
   TORCH_CHECK(lo <= hi, "torch.histogram: min should not exceed max, but got min ", lo, " max ", hi);
-  if (lo == hi) {
-    lo -= 0.5;
-    hi += 0.5;
-  }
-  return at::linspace(lo, hi, bins + 1, self.options());
+  return uniform_bin_edges(lo, hi, bins, self.options());
 }
 
 std::tuple<at::Tensor, at::Tensor> k_histogram_bin_ct(const at::Tensor& self, int64_t bins,
                                                       std::optional<at::ArrayRef<double>> range,
                                                       const std::optional<at::Tensor>& weight, bool density) {
-  return histogram_with_edges(self, edges_from_count(self, bins, range), weight, density);
+  return histogram_with_edges(self, edges_from_count(self, bins, range), weight, density, /*sorted_edges=*/true);
 }
 
 std::tuple<at::Tensor, at::Tensor> k_histogram_bins_tensor(const at::Tensor& self, const at::Tensor& bins,
                                                            const std::optional<at::Tensor>& weight, bool density) {
-  return histogram_with_edges(self, bins, weight, density);
+  return histogram_with_edges(self, bins, weight, density, /*sorted_edges=*/false);
 }
 
 std::tuple<at::Tensor&, at::Tensor&> k_histogram_bin_ct_out(const at::Tensor& self, int64_t bins,

@@ -5,6 +5,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/result_type.h>
+#include <ATen/ops/view_as_real.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -34,6 +35,11 @@ at::ScalarType param_dtype(const at::Tensor& self) {
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
               " > to=", to);
+  // Complex: real and imaginary parts drawn independently from [from, to), as PyTorch does.
+  if (self.is_complex()) {
+    at::view_as_real(self).uniform_(from, to, gen);
+    return self;
+  }
   TORCH_CHECK(c10::isFloatingType(self.scalar_type()), "uniform_ is implemented for floating types only, got ",
               self.scalar_type());
   OpRunner r("uniform", "aten::uniform_");
@@ -44,6 +50,11 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  // Complex: each part normal with half the variance, as PyTorch does.
+  if (self.is_complex()) {
+    at::view_as_real(self).normal_(mean, std / std::sqrt(2.0), gen);
+    return self;
+  }
   TORCH_CHECK(c10::isFloatingType(self.scalar_type()), "normal_ is implemented for floating types only, got ",
               self.scalar_type());
   OpRunner r("normal", "aten::normal_");

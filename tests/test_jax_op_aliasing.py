@@ -177,6 +177,34 @@ def test_donated_tensor_with_live_view_is_not_corrupted(no_fallback):
     assert_close(out, 3.0 * y_cpu + x_cpu)
 
 
+def _fail_a_fullgraph_compile():
+    """After a failed torch.compile(fullgraph=True), Dynamo's frame hook holds one more reference
+    to every argument of every Python call, for the rest of the process (PyTorch's behaviour)."""
+
+    def broken(t):
+        torch._dynamo.graph_break()
+        return t + 1
+
+    with pytest.raises(Exception, match="graph_break"):
+        torch.compile(broken, backend="eager", fullgraph=True)(torch.ones(2))
+
+
+def test_donation_after_a_failed_fullgraph_compile(no_fallback, fresh_dynamo):
+    """The temporary test is relative to the interpreter's current call path: in CI a failed
+    fullgraph compile in an earlier test made every temporary look held (no donation)."""
+    _fail_a_fullgraph_compile()
+    y_cpu, x_cpu = torch.randn(16, 16), torch.randn(16, 16)
+    x = x_cpu.to("tpu")
+    storages = []
+    out = axpy(_temporary(y_cpu, storages), x)
+    assert out.untyped_storage().data_ptr() == storages[0]  # still donated
+    assert_close(out, 3.0 * y_cpu + x_cpu)
+    y = y_cpu.to("tpu")  # and a held tensor is still left alone
+    out = axpy(y, x)
+    assert out.untyped_storage().data_ptr() != y.untyped_storage().data_ptr()
+    assert_close(y, y_cpu)
+
+
 def test_donation_in_fused_and_compiled_modes(no_fallback, fresh_dynamo):
     y_cpu, x_cpu = torch.randn(8, 8), torch.randn(8, 8)
     x = x_cpu.to("tpu")

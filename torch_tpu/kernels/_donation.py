@@ -21,16 +21,16 @@ def _probe(*args):
     return _refs(args, 0)
 
 
-# References a temporary positional argument has inside a `def call(*args, **kwargs)` that asks
-# `_refs(args, i)`: the argument tuple's and getrefcount's own. Any other holder (a caller's
-# variable, a list, a frame) adds to it. Measured, not assumed, so the interpreter's call
-# conventions cannot make a held tensor look temporary.
-_TEMPORARY_REFS = _probe(object())
-
-
 def held_only_by_call(args, i):
-    """Whether positional argument i of a `call(*args, **kwargs)` frame is a temporary."""
-    return _refs(args, i) <= _TEMPORARY_REFS
+    """Whether positional argument i of a `call(*args, **kwargs)` frame is a temporary.
+
+    A temporary has the references of the argument tuple and getrefcount's own; any other holder
+    (a caller's variable, a list, a frame) adds to it. The count is compared with a probe made
+    now, through the same kind of call, never with a number fixed at import: the interpreter's
+    call path can change at run time (after a failed `torch.compile(fullgraph=True)`, Dynamo's
+    frame hook holds one more reference to every argument of every call), which must make
+    neither a temporary look held nor a held tensor look temporary."""
+    return _refs(args, i) <= _probe(object())
 
 
 def consumable(t):

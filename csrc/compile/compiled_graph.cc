@@ -2,18 +2,54 @@
 
 #include <c10/core/DeviceGuard.h>
 
+#include <c10/core/StorageImpl.h>
+#include <c10/core/TensorImpl.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "aten/tensor_access.h"
+#include "device/allocator.h"
 #include "exec/execution_mode.h"
+#include "runtime/launch_queue.h"
 #include "runtime/runtime.h"
 
 namespace tpu::compile {
 namespace {
 
+std::atomic<uint64_t> wait_ns{0};
+
 constexpr const char* kLabel = "a compiled graph (torch.compile backend \"tpu\")";
+
+// A new tpu storage of `nbytes` holding `buffer` (device::allocator() makes its DeviceStorage
+// on the current device, which run() sets once).
+c10::Storage storage_holding(size_t nbytes, std::shared_ptr<pjrt::Buffer> buffer,
+                             const hlo::TensorType& type) {
+  device::TpuAllocator& alloc = device::allocator();
+  c10::DataPtr data = alloc.allocate(nbytes);
+  if (buffer != nullptr) {
+    static_cast<runtime::DeviceStorage*>(data.get_context())->set_contents(std::move(buffer), type, kLabel);
+  }
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes,
+                                                            std::move(data), &alloc, /*resizable=*/true));
+}
+
+// An output tensor straight on `storage`: no dispatch, no view metadata (like Inductor's
+// reinterpret_tensor; AOTAutograd regenerates the views it must from their bases itself).
+at::Tensor tensor_on(c10::Storage storage, at::ScalarType dtype, at::IntArrayRef sizes,
+                     at::IntArrayRef strides, int64_t offset, bool contiguous) {
+  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::scalarTypeToTypeMeta(dtype));
+  if (contiguous) {
+    t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  } else {
+    t.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides, offset);
+  }
+  return t;
+}
 
 // Whether `t` is exactly the view `v`, read straight from the tensor (no View built per replay;
 // the bounds check view_of makes is implied: `v` fitted this storage size at capture).
@@ -126,7 +162,6 @@ CompiledGraph::CompiledGraph(exec::CapturedProgram program, const std::vector<at
         static_cast<size_t>(t.numel()) * t.element_size() == spec.nbytes) {
       spec.direct = true;
       fresh_[spec.index].shaped = true;
-      fresh_[spec.index].sizes = spec.sizes;
     }
   }
 }
@@ -135,7 +170,9 @@ bool CompiledGraph::matches(const std::vector<at::Tensor>& inputs,
                             std::vector<runtime::DeviceStorage*>& storages) const {
   if (inputs.size() != inputs_.size()) return false;
   storages.resize(inputs.size());
-  std::unordered_set<runtime::DeviceStorage*> distinct;
+  // Storages that must be distinct (sorted below): cheaper than a hash set per call.
+  thread_local std::vector<runtime::DeviceStorage*> distinct;
+  distinct.clear();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
     const InputSpec& spec = inputs_[i];
@@ -149,17 +186,18 @@ bool CompiledGraph::matches(const std::vector<at::Tensor>& inputs,
     if (s->nbytes() != spec.nbytes || !is_view(t, spec.view)) return false;
     if (spec.same_storage_as >= 0) {
       if (s != storages[spec.same_storage_as]) return false;
-    } else if (!distinct.insert(s).second) {
-      return false;
+    } else {
+      distinct.push_back(s);
     }
     storages[i] = s;
   }
-  return true;
+  std::sort(distinct.begin(), distinct.end());
+  return std::adjacent_find(distinct.begin(), distinct.end()) == distinct.end();
 }
 
 std::optional<std::vector<at::Tensor>> CompiledGraph::run(const std::vector<at::Tensor>& inputs) const {
   TORCH_CHECK(replayable(), "torch_tpu: this compiled graph cannot be replayed: ", reason_);
-  std::vector<runtime::DeviceStorage*> storages;
+  thread_local std::vector<runtime::DeviceStorage*> storages;  // reused: no allocation per call
   if (!matches(inputs, storages)) return std::nullopt;
   std::vector<std::shared_ptr<pjrt::Buffer>> params;
   params.reserve(program_.params.size());
@@ -168,9 +206,18 @@ std::optional<std::vector<at::Tensor>> CompiledGraph::run(const std::vector<at::
       params.push_back(program_.params[p].buffer);
       continue;
     }
-    runtime::DeviceStorage::Contents c = storages[param_input_[p]]->contents();
-    if (c.buffer == nullptr || !(c.type == program_.params[p].type)) return std::nullopt;
-    params.push_back(std::move(c.buffer));
+    std::shared_ptr<pjrt::Buffer> b = storages[param_input_[p]]->buffer_if(program_.params[p].type);
+    if (b == nullptr) return std::nullopt;
+    params.push_back(std::move(b));
+  }
+  // An argument still promised by a queued eager launch: let the launcher hand those to PJRT
+  // first (timed apart - on the XLA CPU plugin that is the earlier ops' own run time).
+  if (std::any_of(params.begin(), params.end(), [](const auto& b) { return b->unresolved(); })) {
+    const auto start = std::chrono::steady_clock::now();
+    runtime::LaunchQueue::get().drain();
+    wait_ns.fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now() - start).count()),
+                      std::memory_order_relaxed);
   }
   std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
   if (program_.exe != nullptr) {
@@ -180,18 +227,14 @@ std::optional<std::vector<at::Tensor>> CompiledGraph::run(const std::vector<at::
   for (size_t k = 0; k < write_back_.size(); ++k) {
     for (int i : write_back_[k]) storages[i]->set_contents(buffers[k], program_.outputs[k].type, kLabel);
   }
-  std::vector<at::Tensor> bases;
-  bases.reserve(fresh_.size());
-  for (const FreshStorage& f : fresh_) {
-    if (!f.used) {
-      bases.emplace_back();
-      continue;
+  // New storages are made on the graph's device (one guard per call, not per output).
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(program_.device)));
+  std::vector<c10::Storage> fresh(fresh_.size());
+  for (size_t f = 0; f < fresh_.size(); ++f) {
+    const FreshStorage& spec = fresh_[f];
+    if (spec.used && !spec.shaped) {
+      fresh[f] = storage_holding(spec.nbytes, buffers[spec.program_output], program_.outputs[spec.program_output].type);
     }
-    const int64_t numel = static_cast<int64_t>(f.nbytes / c10::elementSize(f.dtype));
-    at::Tensor base = f.shaped ? aten::empty_on(f.sizes, f.dtype, program_.device)
-                               : aten::empty_on({numel}, f.dtype, program_.device);
-    aten::storage(base).set_contents(buffers[f.program_output], program_.outputs[f.program_output].type, kLabel);
-    bases.push_back(std::move(base));
   }
   std::vector<at::Tensor> out;
   out.reserve(outputs_.size());
@@ -201,19 +244,25 @@ std::optional<std::vector<at::Tensor>> CompiledGraph::run(const std::vector<at::
         out.push_back(inputs[spec.index].as_strided(spec.sizes, spec.strides, spec.offset));
         break;
       case OutputSpec::Source::kProgram:
-        out.push_back(spec.direct ? bases[spec.index]
-                                  : bases[spec.index].as_strided(spec.sizes, spec.strides, spec.offset));
+        if (spec.direct) {
+          const FreshStorage& f = fresh_[spec.index];
+          out.push_back(tensor_on(storage_holding(f.nbytes, buffers[f.program_output],
+                                                  program_.outputs[f.program_output].type),
+                                  spec.dtype, spec.sizes, spec.strides, 0, /*contiguous=*/true));
+        } else {
+          out.push_back(tensor_on(fresh[spec.index], spec.dtype, spec.sizes, spec.strides, spec.offset, false));
+        }
         break;
-      case OutputSpec::Source::kEmpty: {
-        const int64_t numel = static_cast<int64_t>(spec.nbytes / c10::elementSize(spec.dtype));
-        out.push_back(aten::empty_on({numel}, spec.dtype, program_.device)
-                          .as_strided(spec.sizes, spec.strides, spec.offset));
+      case OutputSpec::Source::kEmpty:
+        out.push_back(tensor_on(storage_holding(spec.nbytes, nullptr, {}), spec.dtype, spec.sizes,
+                                spec.strides, spec.offset, false));
         break;
-      }
     }
   }
   if (exec::eager_mode() == exec::EagerMode::kDebug) runtime::Runtime::get().tracker(program_.device).synchronize();
   return out;
 }
+
+uint64_t launch_wait_ns() { return wait_ns.load(std::memory_order_relaxed); }
 
 }  // namespace tpu::compile

@@ -8,6 +8,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,8 +56,7 @@ class CompiledGraph {
     size_t nbytes = 0;
     bool used = false;                 // some output views it
     int users = 0;
-    bool shaped = false;               // the base is made with `sizes` (one direct output)
-    std::vector<int64_t> sizes;
+    bool shaped = false;               // its one output is made directly (OutputSpec::direct)
   };
 
   bool matches(const std::vector<at::Tensor>& inputs,
@@ -70,5 +70,9 @@ class CompiledGraph {
   std::vector<OutputSpec> outputs_;
   std::string reason_;
 };
+
+// Wall time replays spent waiting for queued eager launches that produce their arguments (the
+// launcher thread runs those programs first); benchmarks report it apart from our host work.
+uint64_t launch_wait_ns();
 
 }  // namespace tpu::compile

@@ -1,5 +1,6 @@
 #include "pjrt/buffer.h"
 
+#include <chrono>
 #include <stdexcept>
 
 #include "pjrt/buffer_type.h"
@@ -9,7 +10,12 @@ namespace tpu::pjrt {
 
 namespace {
 std::atomic<void (*)()> promise_waiter{nullptr};
+// Time inside PJRT_Buffer_Destroy on this thread (benchmarks separate the plugin's frees from
+// our host work).
+thread_local DestroyCallStats t_destroy;
 }  // namespace
+
+DestroyCallStats destroy_call_stats_on_this_thread() { return t_destroy; }
 
 void Buffer::set_promise_waiter(void (*waiter)()) { promise_waiter.store(waiter); }
 
@@ -36,7 +42,11 @@ Buffer::~Buffer() {
   PJRT_Buffer_Destroy_Args args{};
   args.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE;
   args.buffer = buffer;
+  const auto start = std::chrono::steady_clock::now();
   if (PJRT_Error* err = api_->PJRT_Buffer_Destroy(&args)) consume_error(api_, err);
+  t_destroy.nanoseconds += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+  ++t_destroy.calls;
 }
 
 ElementType Buffer::element_type() const {

@@ -5,6 +5,8 @@
 
 #include "compile/capture.h"
 #include "compile/compiled_graph.h"
+#include "pjrt/buffer.h"
+#include "runtime/launch_queue.h"
 
 namespace py = pybind11;
 
@@ -17,6 +19,12 @@ void bind_compiled_graph(py::module_& m) {
       .def("run", &compile::CompiledGraph::run);
   m.def("_capture_begin", &compile::capture_begin);
   m.def("_capture_end", &compile::capture_end);
+  // For benchmarks/compile_replay.py: nanoseconds this thread spent inside PJRT Execute and
+  // PJRT_Buffer_Destroy, and replays' waits for queued launches, so far (one cheap call).
+  m.def("_replay_host_stats", [] {
+    return py::make_tuple(runtime::execute_ns_on_this_thread(),
+                          pjrt::destroy_call_stats_on_this_thread().nanoseconds, compile::launch_wait_ns());
+  });
 }
 
 }  // namespace tpu::python

@@ -25,6 +25,12 @@ DeviceStorage::Contents DeviceStorage::contents() const {
   return current_contents();
 }
 
+std::shared_ptr<pjrt::Buffer> DeviceStorage::buffer_if(const hlo::TensorType& type) const {
+  if (pending()) flush_pending_work_for(this);
+  std::lock_guard<std::mutex> lock(mu_);
+  return type_ == type ? buffer_ : nullptr;
+}
+
 DeviceStorage::Contents DeviceStorage::current_contents() const {
   std::lock_guard<std::mutex> lock(mu_);
   return Contents{buffer_, type_};

@@ -37,6 +37,9 @@ class DeviceStorage {
     hlo::TensorType type;                  // element type and dims of `buffer`
   };
   Contents contents() const;
+  // The buffer when the contents have exactly `type` (null otherwise), without copying the
+  // type: a compiled-graph replay collects dozens of these per call.
+  std::shared_ptr<pjrt::Buffer> buffer_if(const hlo::TensorType& type) const;
   // The contents as they are now, without flushing pending work (the recorder's view).
   Contents current_contents() const;
   // Replaces the contents; `writer` names the op that produced them (for error messages).

@@ -25,6 +25,7 @@ constexpr uint64_t kNotifyEvery = 64;
 std::atomic<uint64_t> pushed_count{0};
 std::atomic<uint64_t> execute_calls{0};
 std::atomic<uint64_t> execute_ns{0};
+thread_local uint64_t t_execute_ns = 0;  // this thread's share (replays run Execute inline)
 
 uint64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -189,7 +190,9 @@ void launch_now(Launch& launch) {
     const uint64_t start = steady_ns();
     done = launch.exe->execute_raw(args.data(), args.size(), rt.device(launch.device).raw,
                                    launch.non_donatable, outputs.data());
-    execute_ns.fetch_add(steady_ns() - start, std::memory_order_relaxed);
+    const uint64_t inside = steady_ns() - start;
+    execute_ns.fetch_add(inside, std::memory_order_relaxed);
+    t_execute_ns += inside;
     execute_calls.fetch_add(1, std::memory_order_relaxed);
   } catch (const std::exception& e) {
     // An input that failed earlier carries that launch's message already.
@@ -205,6 +208,8 @@ void launch_now(Launch& launch) {
   if (traced) trace_execution(*event, launch, launch_ns);
   rt.tracker(launch.device).add(std::move(event), launch.label, std::move(launch.buffers));
 }
+
+uint64_t execute_ns_on_this_thread() { return t_execute_ns; }
 
 ExecuteCallStats execute_call_stats() {
   return ExecuteCallStats{execute_calls.load(std::memory_order_relaxed), execute_ns.load(std::memory_order_relaxed)};

@@ -52,6 +52,9 @@ struct ExecuteCallStats {
   uint64_t nanoseconds = 0;
 };
 ExecuteCallStats execute_call_stats();
+// The nanoseconds of those calls made on the calling thread (a compiled-graph replay's own share,
+// without the launcher thread's concurrent launches).
+uint64_t execute_ns_on_this_thread();
 
 class LaunchQueue {
  public:

@@ -73,8 +73,12 @@ class _Variant:
         # Per output: ("t", i) the i-th device tensor, ("h", t) a host tensor, ("c", v) a constant.
         self.template = template
         self.host_values = host_values
+        # The usual case: the outputs are the program's device tensors, in order - returned as is.
+        self.identity = all(kind == "t" and v == i for i, (kind, v) in enumerate(template))
 
     def outputs(self, tensors):
+        if self.identity:
+            return tensors
         return [tensors[v] if kind == "t" else v.clone() if kind == "h" else v for kind, v in self.template]
 
 
@@ -96,6 +100,8 @@ class CompiledFxGraph:
         # every call: such graphs are recorded again per call, never replayed as captured.
         self.rerecord_reason = "the graph draws random numbers" if _draws_random_numbers(gm) else None
         self.warned = set()
+        # Every input a tensor (no SymInt): a replay passes the argument list on as it is.
+        self.tensor_inputs_only = _tensor_inputs_only(gm)
         # A graph with a dynamic size runs padded to buckets when its ops allow (buckets.py).
         self.bucket_plan, self.bucket_reason = None, None
         if buckets.enabled() and _has_dynamic_sizes(gm):
@@ -121,8 +127,13 @@ class CompiledFxGraph:
         return self._run(args)
 
     def _run(self, args):
-        key = tuple(a for a in args if not isinstance(a, torch.Tensor))
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if self.tensor_inputs_only and self.has_host_inputs is not None:
+            key, tensors = (), args
+        else:
+            key = tuple(a for a in args if not isinstance(a, torch.Tensor))
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            if key:
+                self.tensor_inputs_only = False
         if self.has_host_inputs is None and not any(t.device.type == "tpu" for t in tensors):
             stats["op_by_op_calls"] += 1  # no tpu tensor in: a graph of CPU work runs as it is
             return list(self.gm(*args))
@@ -135,7 +146,13 @@ class CompiledFxGraph:
             for variant in self.variants.get(key, ()):
                 if variant.host_values != host:
                     continue
-                out = variant.graph.run(tensors)
+                try:
+                    out = variant.graph.run(tensors)
+                except TypeError:
+                    if tensors is not args:
+                        raise
+                    self.tensor_inputs_only = False  # a non-tensor argument after all: split them
+                    return self._run(args)
                 if out is not None:
                     stats["replays"] += 1
                     return variant.outputs(out)
@@ -210,6 +227,14 @@ class CompiledFxGraph:
         if what not in self.warned:
             self.warned.add(what)
             warnings.warn(message, stacklevel=3)
+
+
+def _tensor_inputs_only(gm) -> bool:
+    """Whether every placeholder of ``gm`` holds a tensor (checked once, from the traced values)."""
+    for node in gm.graph.nodes:
+        if node.op == "placeholder" and not isinstance(node.meta.get("val"), torch.Tensor):
+            return False
+    return True
 
 
 def _has_dynamic_sizes(gm) -> bool:

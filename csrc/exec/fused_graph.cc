@@ -14,12 +14,6 @@ namespace tpu::exec {
 
 namespace {
 
-// Whether the device's programs run on the host's own cores (the XLA CPU plugin).
-bool device_is_host() {
-  static const bool is_host = runtime::Runtime::get().client().platform_name() == "cpu";
-  return is_host;
-}
-
 
 constexpr size_t kDefaultMaxOps = 5000;
 // A repeat of the first op closes the graph only after this many ops, so a loop of a few
@@ -403,7 +397,7 @@ void FusedGraph::flush_locked(CapturedProgram* captured, int read_value) {
   // rest right behind it (graph_split.h). Each part's key is the whole graph's plus the read
   // value, so every iteration finds the same two programs.
   std::optional<GraphSplit> split;
-  if (read_value >= 0 && captured == nullptr && !capturing_ && split_reads_enabled(device_is_host())) {
+  if (read_value >= 0 && captured == nullptr && !capturing_ && split_reads_enabled()) {
     GraphShape shape;
     shape.num_values = values_.size();
     for (const Node& node : nodes_) {

@@ -5,10 +5,9 @@
 
 namespace tpu::exec {
 
-bool split_reads_enabled(bool device_is_host) {
+bool split_reads_enabled() {
   const char* v = std::getenv("TORCH_TPU_FUSE_SPLIT_READS");
-  if (v == nullptr || *v == '\0') return !device_is_host;
-  return std::strcmp(v, "0") != 0;
+  return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
 std::optional<GraphSplit> split_for_read(const GraphShape& graph, int read_value, size_t min_rest) {

@@ -6,12 +6,12 @@
 // The split is a pure function of the graph's structure and the read value, so every iteration
 // of a loop splits at the same point and hits the same two cached programs.
 //
-//   TORCH_TPU_FUSE_SPLIT_READS=1|0  - split or not (read at each such flush). Unset: split where
-//                                     the device is not the host's own cores. On the XLA CPU
-//                                     plugin the rest of the step competes with the recording
-//                                     for the same cores: measured on 2 cores, the split gained
-//                                     12-15% at the main Llama size and lost ~10% at the
-//                                     reference size, so it is off there unless asked for.
+//   TORCH_TPU_FUSE_SPLIT_READS=1|0  - split or not (read at each such flush; default 1). Even
+//                                     on the XLA CPU plugin, where the rest of the step competes
+//                                     with the recording for the same 2 cores, it measured
+//                                     faster than one program at both Llama benchmark sizes
+//                                     (benchmarks/fused_vs_strict.py, loss read every step and
+//                                     every 10 steps).
 #pragma once
 
 #include <cstddef>
@@ -51,8 +51,7 @@ struct GraphSplit {
 // exec/captured_program.h, refuses a buffer an unfinished launch still holds).
 std::optional<GraphSplit> split_for_read(const GraphShape& graph, int read_value, size_t min_rest);
 
-// Whether to split: TORCH_TPU_FUSE_SPLIT_READS "1" / "0" when set (read at each call), else
-// `!device_is_host` (true on accelerator plugins, false on the XLA CPU plugin).
-bool split_reads_enabled(bool device_is_host);
+// Whether to split: false only when TORCH_TPU_FUSE_SPLIT_READS is "0" (read at each call).
+bool split_reads_enabled();
 
 }  // namespace tpu::exec

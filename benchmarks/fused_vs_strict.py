@@ -137,9 +137,10 @@ def main():
                       f"{diff['FUSED']:.1e}, {diff['CPU_EAGER']:.1e}, {diff['COMPILED']:.1e}"])
     first = results[args.sizes[0]]
     faster = all(r["fused_over_strict"] > 1 for r in results.values())
+    ratios = ", ".join(f"{r['fused_over_strict']:.2f}x" for r in results.values())
     notes = [f"Target: Fused >= 2x Strict on the reference model's step ({first['fused_over_strict']:.2f}x: "
              f"{'met' if first['fused_over_strict'] >= 2 else 'NOT met'}); Fused faster than Strict at every "
-             f"size measured ({', '.join(f'{r['fused_over_strict']:.2f}x' for r in results.values())}: "
+             f"size measured ({ratios}: "
              f"{'met' if faster else 'NOT met'}).",
              "Ceilings: no eager step is faster than the host work PyTorch itself does for it (the same model "
              "on CPU eager with tensors of a few elements), nor than the execution of the whole step as one "

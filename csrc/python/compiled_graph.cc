@@ -1,7 +1,11 @@
 #include "python/compiled_graph.h"
 
 #include <pybind11/stl.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
+
+#include <optional>
+#include <vector>
 
 #include "compile/capture.h"
 #include "compile/compiled_graph.h"
@@ -11,12 +15,47 @@
 namespace py = pybind11;
 
 namespace tpu::python {
+namespace {
+
+// _CompiledGraph.run(tensors) -> list of tensors, or None when the layout differs. A replay is
+// on the hot path of every compiled call, so the lists go to and from Python through the
+// CPython API directly (no pybind casters, no per-item type lookups).
+py::object run_graph(const compile::CompiledGraph& graph, py::handle tensors) {
+  PyObject* seq = PySequence_Fast(tensors.ptr(), "_CompiledGraph.run expects a list of tensors");
+  if (seq == nullptr) throw py::error_already_set();
+  py::object owned = py::reinterpret_steal<py::object>(seq);
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject** items = PySequence_Fast_ITEMS(seq);
+  std::vector<at::Tensor> inputs;
+  inputs.reserve(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (!THPVariable_Check(items[i])) {
+      // TypeError, as pybind's caster raised: the Python runner then splits non-tensor arguments.
+      throw py::type_error("_CompiledGraph.run: item " + std::to_string(i) + " is a " +
+                           Py_TYPE(items[i])->tp_name + ", not a tensor");
+    }
+    inputs.push_back(THPVariable_Unpack(items[i]));
+  }
+  std::optional<std::vector<at::Tensor>> out = graph.run(inputs);
+  if (!out) return py::none();
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(out->size()));
+  if (list == nullptr) throw py::error_already_set();
+  py::object result = py::reinterpret_steal<py::object>(list);
+  for (size_t k = 0; k < out->size(); ++k) {
+    PyObject* t = THPVariable_Wrap(std::move((*out)[k]));
+    if (t == nullptr) throw py::error_already_set();
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(k), t);  // steals the new reference
+  }
+  return result;
+}
+
+}  // namespace
 
 void bind_compiled_graph(py::module_& m) {
   py::class_<compile::CompiledGraph>(m, "_CompiledGraph")
       .def_property_readonly("replayable", &compile::CompiledGraph::replayable)
       .def_property_readonly("reason", &compile::CompiledGraph::reason)
-      .def("run", &compile::CompiledGraph::run);
+      .def("run", &run_graph, py::arg("tensors"));
   m.def("_capture_begin", &compile::capture_begin);
   m.def("_capture_end", &compile::capture_end);
   // For benchmarks/compile_replay.py: nanoseconds this thread spent inside PJRT Execute and

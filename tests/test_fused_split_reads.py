@@ -141,8 +141,8 @@ def _time_read(x, w):
 
 
 def test_the_split_is_on_by_default_also_on_the_cpu_plugin(monkeypatch):
-    """Unset, the variable means split (measured faster than one program even on the XLA CPU
-    plugin, where the rest shares the host's cores: benchmarks/fused_vs_strict.py)."""
+    """Unset, the variable means split, on every plugin (the trade-off on the XLA CPU plugin is
+    measured by benchmarks/fused_vs_strict.py)."""
     monkeypatch.delenv("TORCH_TPU_FUSE_SPLIT_READS")
     assert torch.tpu.get_device_properties(0).device_kind.lower() == "cpu"
     _, _, per_step = _programs_per_step()

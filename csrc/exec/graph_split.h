@@ -6,12 +6,11 @@
 // The split is a pure function of the graph's structure and the read value, so every iteration
 // of a loop splits at the same point and hits the same two cached programs.
 //
-//   TORCH_TPU_FUSE_SPLIT_READS=1|0  - split or not (read at each such flush; default 1). Even
-//                                     on the XLA CPU plugin, where the rest of the step competes
-//                                     with the recording for the same 2 cores, it measured
-//                                     faster than one program at both Llama benchmark sizes
-//                                     (benchmarks/fused_vs_strict.py, loss read every step and
-//                                     every 10 steps).
+//   TORCH_TPU_FUSE_SPLIT_READS=1|0  - split or not (read at each such flush; default 1). On
+//                                     the XLA CPU plugin the rest competes with the recording
+//                                     for the same cores: on 2 cores it gains 6-10% at the main
+//                                     Llama size and costs 3-10% at the reference size
+//                                     (benchmarks/fused_vs_strict.py); on by default for all.
 #pragma once
 
 #include <cstddef>

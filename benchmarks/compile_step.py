@@ -5,8 +5,9 @@ side by side in one process:
   (c) tpu Strict Eager              (d) tpu Fused Eager
   (e) torch.compile(backend="tpu")  (f) the same Llama step in JAX under jax.jit, when jax imports
 
-on the Llama-style and minGPT training steps (forward, backward, AdamW; the loss is read on the
-host every step, as a training loop logs it) and ResNet-18 inference.
+on the Llama-style training step at two sizes (small: dim 64, batch 2 x 32, issue 16's "small
+transformer"; and the main job's dim 128, batch 16 x 64), minGPT (forward, backward, AdamW; the
+loss is read on the host every step, as a training loop logs it) and ResNet-18 inference.
 
     python benchmarks/compile_step.py [--steps N] [--rounds R] [--workloads ...]
 
@@ -39,10 +40,14 @@ CONTENDERS = ["eager_cpu", "inductor_cpu", "tpu_strict", "tpu_fused", "tpu_compi
 LLAMA = dict(vocab_size=256, dim=128, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=512, max_seq_len=64)
 GPT = dict(vocab_size=256, block_size=64, n_layer=2, n_head=4, n_embd=128, dropout=0.0)
 BATCH, SEQ = 16, 64
+# The small transformer of issue 16 (dim <= 64): the reference size of fused_vs_strict.py.
+LLAMA_SMALL = dict(LLAMA, dim=64, hidden_dim=256, max_seq_len=32)
+SMALL_BATCH, SMALL_SEQ = 2, 32
 
 
-def _tokens(seed):
-    tokens = torch.randint(0, 256, (BATCH, SEQ + 1), generator=torch.Generator().manual_seed(seed))
+def _tokens(seed, workload="llama_train"):
+    batch, seq = (SMALL_BATCH, SMALL_SEQ) if workload == "llama_train_small" else (BATCH, SEQ)
+    tokens = torch.randint(0, 256, (batch, seq + 1), generator=torch.Generator().manual_seed(seed))
     return tokens[:, :-1], tokens[:, 1:]
 
 
@@ -50,6 +55,8 @@ def _make_model(workload):
     torch.manual_seed(0)
     if workload == "llama_train":
         return models.Llama(models.LlamaConfig(**LLAMA))
+    if workload == "llama_train_small":
+        return models.Llama(models.LlamaConfig(**LLAMA_SMALL))
     if workload == "mingpt_train":
         return models.GPT(models.GPTConfig(**GPT))
     return models.resnet18().eval()
@@ -59,11 +66,11 @@ def make(workload, contender):
     """A zero-argument function running one step and returning a float read on the host."""
     model = _make_model(workload)
     if contender == "jax_jit":
-        if workload != "llama_train":
+        if workload not in ("llama_train", "llama_train_small"):
             return None
         import jax_llama
 
-        x, y = _tokens(1)
+        x, y = _tokens(1, workload)
         return jax_llama.make_step(model, x, y, lr=3e-3, weight_decay=0.01)
     device = "cpu" if contender in ("eager_cpu", "inductor_cpu") else "tpu"
     model = model.to(device)
@@ -81,7 +88,7 @@ def make(workload, contender):
                 return fn(x).sum().item()
 
         return infer
-    x, y = (t.to(device) for t in _tokens(1))
+    x, y = (t.to(device) for t in _tokens(1, workload))
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01,
                             capturable=contender == "tpu_compile")
 
@@ -161,7 +168,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="torch.set_num_threads for the CPU contenders (pinned; default: all cores)")
-    parser.add_argument("--workloads", nargs="*", default=["llama_train", "mingpt_train", "resnet18_infer"])
+    parser.add_argument("--workloads", nargs="*",
+                        default=["llama_train_small", "llama_train", "mingpt_train", "resnet18_infer"])
     parser.add_argument("--contenders", nargs="*", default=CONTENDERS, choices=CONTENDERS)
     args = parser.parse_args()
     torch._dynamo.config.cache_size_limit = 64

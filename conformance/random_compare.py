@@ -145,30 +145,30 @@ def _special_fractions(torch, draws):
                         (draws == float("-inf")).sum(1) / n], dim=1).double()
 
 
-def _z_problem(torch, f_tpu, f_cpu_lo, f_cpu_hi, what):
-    """The worst disagreement of per-draw fractions (None when every point agrees). The first
-    side's fraction must lie between the other side's fractions at the point shifted down and up
-    by the tolerance, within Z standard errors."""
-    m_t = f_tpu.mean(0)
-    lo, hi = f_cpu_lo.mean(0), f_cpu_hi.mean(0)
-    excess = torch.clamp(torch.maximum(lo - m_t, m_t - hi), min=0)
-    se = torch.sqrt(f_tpu.var(0, unbiased=True) / f_tpu.shape[0]
-                    + torch.maximum(f_cpu_lo.var(0, unbiased=True), f_cpu_hi.var(0, unbiased=True))
-                    / f_cpu_lo.shape[0])
+def _z_problem(torch, f_this, f_other_lo, f_other_hi):
+    """The worst disagreement of per-draw fractions (None when every point agrees): each point's
+    mean fraction on one side must lie between the other side's mean fractions at the point
+    moved down and up by the tolerance, within Z standard errors of the difference."""
+    mean = f_this.mean(0)
+    lo, hi = f_other_lo.mean(0), f_other_hi.mean(0)
+    excess = torch.clamp(torch.maximum(lo - mean, mean - hi), min=0)
+    se = torch.sqrt(f_this.var(0, unbiased=True) / f_this.shape[0]
+                    + torch.maximum(f_other_lo.var(0, unbiased=True), f_other_hi.var(0, unbiased=True))
+                    / f_other_lo.shape[0])
     z = excess / torch.clamp(se, min=1e-12)
     bad = (excess > 1e-12) & (z > Z)
     if not bool(bad.any()):
         return None
     i = int(torch.argmax(torch.where(bad, z, torch.zeros_like(z))))
-    return i, float(m_t[i]), float(lo[i]), float(hi[i]), float(z[i])
+    return i, float(mean[i]), float(lo[i]), float(hi[i]), float(z[i])
 
 
 def compare_leaf(torch, tpu, cpu, rtol, atol):
     """None when the [draws, numel] samples `tpu` and `cpu` agree in distribution, else why not."""
     if tpu.shape[1] == 0:
         return None
-    problem = _z_problem(torch, _special_fractions(torch, tpu), _special_fractions(torch, cpu),
-                         _special_fractions(torch, cpu), "special")
+    cpu_special = _special_fractions(torch, cpu)
+    problem = _z_problem(torch, _special_fractions(torch, tpu), cpu_special, cpu_special)
     if problem is not None:
         i, t, c, _, z = problem
         kind = ("NaN", "+Inf", "-Inf")[i]
@@ -181,7 +181,7 @@ def compare_leaf(torch, tpu, cpu, rtol, atol):
     # up by the tolerance (both ways round: one way alone misses a moved atom).
     for this, other, names in ((tpu, cpu, ("tpu", "cpu")), (cpu, tpu, ("cpu", "tpu"))):
         problem = _z_problem(torch, _fractions_at(torch, this, points), _fractions_at(torch, other, points - tol),
-                             _fractions_at(torch, other, points + tol), "value")
+                             _fractions_at(torch, other, points + tol))
         if problem is not None:
             i, t, lo, hi, z = problem
             return (f"distribution differs: fraction <= {float(points[i]):.6g} is {t:.4f} on {names[0]} vs "

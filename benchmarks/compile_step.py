@@ -12,12 +12,15 @@ loss is read on the host every step, as a training loop logs it) and ResNet-18 i
     python benchmarks/compile_step.py [--steps N] [--rounds R] [--workloads ...]
 
 Each contender builds its own copy of the same model from the same weights; its first calls
-(warm-up, compilation) are timed separately; then the contenders alternate rounds of N steps
-and the median steps/s of each is reported with ratios. Targets: (e) >= 1.0x (b) and >= 2x (a)
-on the transformer training steps; (e) within 1.1x of (f).
+(warm-up, compilation) are timed separately; then the contenders alternate rounds, each
+contender running about --round-seconds (at least --steps steps) per round - the first steps
+after a switch are slower for every contender - and the median steps/s of each is reported with
+ratios. Targets: (e) >= 1.0x (b) and >= 2x (a) on the transformer training steps; (e) within
+1.1x of (f).
 """
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -111,7 +114,15 @@ def make(workload, contender):
     return train
 
 
-def measure(workload, contenders, steps_per_round, rounds, warmup):
+def warm_step_seconds(fn, steps=3):
+    """Seconds per step of `fn` after its warm-up."""
+    start = time.perf_counter()
+    for _ in range(steps):
+        fn()
+    return (time.perf_counter() - start) / steps
+
+
+def measure(workload, contenders, steps_per_round, rounds, warmup, round_seconds):
     runners, warm, values = {}, {}, {}
     for c in contenders:
         try:
@@ -125,16 +136,22 @@ def measure(workload, contenders, steps_per_round, rounds, warmup):
         values[c] = [fn() for _ in range(warmup)]
         warm[c] = time.perf_counter() - start
         runners[c] = fn
+    # Each contender runs for about `round_seconds` per round (at least `steps_per_round` steps):
+    # the first steps after a switch between contenders are slower for every contender (the
+    # other's threads and caches are still warm), and short rounds would mostly time that.
+    steps = {c: max(steps_per_round, math.ceil(round_seconds / warm_step_seconds(fn)))
+             for c, fn in runners.items()}
     rates = {c: [] for c in runners}
     for _ in range(rounds):
         for c, fn in runners.items():
             start = time.perf_counter()
-            for _ in range(steps_per_round):
+            for _ in range(steps[c]):
                 fn()
-            rates[c].append(steps_per_round / (time.perf_counter() - start))
+            rates[c].append(steps[c] / (time.perf_counter() - start))
     med = {c: statistics.median(r) for c, r in rates.items()}
     diffs = check_agreement(workload, values)
     return {"steps_per_second": med, "all_steps_per_second": rates, "warmup_seconds": warm,
+            "steps_per_round": steps,
             "first_values": values, "max_difference_vs_eager_cpu_during_warmup": diffs}
 
 
@@ -165,6 +182,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--round-seconds", type=float, default=0.5,
+                        help="each contender runs about this long per round (at least --steps steps)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="torch.set_num_threads for the CPU contenders (pinned; default: all cores)")
@@ -179,7 +198,7 @@ def main():
     data, table = {}, [["workload"] + args.contenders + ["compile / inductor", "compile / eager cpu",
                                                          "compile / jax"]]
     for w in args.workloads:
-        r = measure(w, args.contenders, args.steps, args.rounds, args.warmup)
+        r = measure(w, args.contenders, args.steps, args.rounds, args.warmup, args.round_seconds)
         data[w] = r
         med, rates = r["steps_per_second"], r["all_steps_per_second"]
         row = [w] + [f"{med[c]:.1f}/s (warm-up {r['warmup_seconds'][c]:.1f} s)" if c in med else "-"
@@ -194,7 +213,8 @@ def main():
         table.append(row)
         print(row, flush=True)
     write("compile_step", 'torch.compile(backend="tpu") vs eager, Inductor, Strict, Fused and JAX', data, table, [
-        "Steps per second (median of rounds; higher is better). Warm-up = the first "
+        f"Steps per second (median of {args.rounds} rounds; each contender runs at least {args.steps} "
+        f"steps and about {args.round_seconds} s per round; higher is better). Warm-up = the first "
         f"{args.warmup} calls, compilation included. Ratios are (e) tpu_compile over the others, "
         "the median of per-round ratios (contenders alternate within each round). "
         f"torch.set_num_threads({args.threads}) for the CPU contenders. Every contender's warm-up "

@@ -167,6 +167,37 @@ def test_compiled_training_of_a_module_with_requires_grad_inputs():
     assert graph_runner.stats["replays"] == 2
 
 
+def _pointwise_chain(x, w):
+    return (x.sin().exp().cos() * w).sum()
+
+
+def test_the_forward_saves_only_what_the_backward_cannot_recompute(monkeypatch):
+    # Min-cut partition, as Inductor's: the pointwise chain is recomputed inside the backward
+    # program instead of being saved (AOTAutograd's default partition saves sin, exp and cos
+    # too: 6 forward outputs instead of 4), and the gradients still equal the CPU's.
+    outputs = {}
+    init = graph_runner.CompiledFxGraph.__init__
+
+    def recording_init(self, gm, kind):
+        outputs[kind] = len(next(n for n in gm.graph.nodes if n.op == "output").args[0])
+        init(self, gm, kind)
+
+    monkeypatch.setattr(graph_runner.CompiledFxGraph, "__init__", recording_init)
+    gen = torch.Generator().manual_seed(5)
+    x, w = torch.randn(16, generator=gen), torch.randn(16, generator=gen)
+    xt, wt = x.to("tpu").requires_grad_(), w.to("tpu").requires_grad_()
+    x.requires_grad_(), w.requires_grad_()
+    f = torch.compile(_pointwise_chain, backend="tpu")
+    for _ in range(2):  # capture, then replay
+        xt.grad = wt.grad = None
+        f(xt, wt).backward()
+    _pointwise_chain(x, w).backward()
+    torch.testing.assert_close(xt.grad.cpu(), x.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(wt.grad.cpu(), w.grad, rtol=1e-5, atol=1e-5)
+    assert outputs["forward"] <= 4, outputs  # the loss and what it cannot recompute
+    assert graph_runner.stats["replays"] == 2
+
+
 def test_inductor_mode_and_options_are_accepted_with_a_note():
     x = torch.randn(4, 4)
     with pytest.warns(UserWarning, match="no effect on the tpu backend"):

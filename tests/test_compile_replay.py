@@ -117,3 +117,49 @@ def test_replay_host_stats_count_pjrt_time():
     assert len(after) == 3 and all(isinstance(v, int) for v in after)
     assert after[0] > before[0]  # the replay's Execute call was timed
     assert all(x >= y for x, y in zip(after, before))
+
+
+def _returns_an_input_and_views_of_it(x, y):
+    return x, x.t(), x[1:], x * y
+
+
+def test_outputs_aliasing_inputs_are_the_input_or_views_sharing_its_version_counter():
+    # Run directly through the runner (no AOTAutograd regenerating aliases): the captured replay
+    # must hand back what running the graph gives - the input object itself, and views that
+    # share its storage and version counter (autograd's saved-tensor check relies on it).
+    gm = torch.fx.symbolic_trace(_returns_an_input_and_views_of_it)
+    runner = graph_runner.CompiledFxGraph(gm, "inference")
+    gen = torch.Generator().manual_seed(3)
+    for _ in range(3):  # capture, then replays
+        xc, yc = torch.randn(4, 3, generator=gen), torch.randn(4, 3, generator=gen)
+        x, y = xc.to("tpu"), yc.to("tpu")
+        outs = runner(x, y)
+        for got, want in zip(outs, _returns_an_input_and_views_of_it(xc, yc)):
+            assert_close(got, want)
+            assert got.stride() == want.stride() and got.storage_offset() == want.storage_offset()
+        assert outs[0] is x
+        assert outs[1].untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+        before = outs[1]._version
+        x.add_(1)
+        assert outs[1]._version == outs[2]._version == x._version == before + 1
+        assert_close(outs[1], x.cpu().t())
+        assert_close(outs[2], x.cpu()[1:])
+    assert graph_runner.stats["replays"] >= 2, graph_runner.stats
+
+
+@pytest.mark.parametrize("device", ["cpu", "tpu"])
+def test_an_in_place_change_of_a_saved_input_is_caught_as_in_eager(device):
+    # The forward graph saves the weight (or a view of it) for the backward; changing the
+    # weight in place before backward must raise as PyTorch does, not give a silent wrong grad.
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(8, 8, device=device))
+    x = torch.randn(4, 8, device=device, requires_grad=True)
+    f = torch.compile(lambda x: torch.nn.functional.linear(x, w.t()).sin().sum(),
+                      backend="tpu" if device == "tpu" else "eager")
+    for _ in range(2):
+        f(x).backward()  # capture, then a replay
+    loss = f(x)
+    with torch.no_grad():
+        w.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()

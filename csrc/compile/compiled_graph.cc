@@ -51,6 +51,19 @@ at::Tensor tensor_on(c10::Storage storage, at::ScalarType dtype, at::IntArrayRef
   return t;
 }
 
+// An output aliasing input `base` with the captured geometry, made without dispatch (no
+// as_strided per output per replay). It shares the base's storage and version counter, so
+// autograd still sees an in-place change of the base made before the backward reads it;
+// AOTAutograd rebuilds the aliases it returns to the user from their bases itself.
+at::Tensor alias_of(const at::Tensor& base, at::IntArrayRef sizes, at::IntArrayRef strides, int64_t offset) {
+  c10::TensorImpl* b = base.unsafeGetTensorImpl();
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::TensorImpl::VIEW, c10::Storage(b->storage()),
+                                                   b->key_set(), b->dtype());
+  impl->set_sizes_and_strides(sizes, strides, offset);
+  impl->set_version_counter(b->version_counter());
+  return at::Tensor(std::move(impl));
+}
+
 // Whether `t` is exactly the view `v`, read straight from the tensor (no View built per replay;
 // the bounds check view_of makes is implied: `v` fitted this storage size at capture).
 bool is_view(const at::Tensor& t, const exec::View& v) {
@@ -131,7 +144,16 @@ CompiledGraph::CompiledGraph(exec::CapturedProgram program, const std::vector<at
     if (auto in = input_of.find(s); in != input_of.end()) {
       spec.source = OutputSpec::Source::kInput;
       spec.index = in->second;
-      if (inputs[in->second].scalar_type() != spec.dtype) fail("an output views an input as another dtype");
+      // The graph returns one of its inputs as it is (AOTAutograd saves parameters for the
+      // backward this way): a replay returns that input too, as running the graph would.
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (inputs[i].unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
+          spec.index = static_cast<int>(i);
+          spec.same_tensor = true;
+          break;
+        }
+      }
+      if (inputs[spec.index].scalar_type() != spec.dtype) fail("an output views an input as another dtype");
     } else if (auto fr = fresh_of.find(s); fr != fresh_of.end()) {
       spec.source = OutputSpec::Source::kProgram;
       spec.index = fr->second;
@@ -241,7 +263,8 @@ std::optional<std::vector<at::Tensor>> CompiledGraph::run(const std::vector<at::
   for (const OutputSpec& spec : outputs_) {
     switch (spec.source) {
       case OutputSpec::Source::kInput:
-        out.push_back(inputs[spec.index].as_strided(spec.sizes, spec.strides, spec.offset));
+        out.push_back(spec.same_tensor ? inputs[spec.index]
+                                       : alias_of(inputs[spec.index], spec.sizes, spec.strides, spec.offset));
         break;
       case OutputSpec::Source::kProgram:
         if (spec.direct) {

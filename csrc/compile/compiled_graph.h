@@ -49,6 +49,7 @@ class CompiledGraph {
     int64_t offset = 0;
     size_t nbytes = 0;
     bool direct = false;  // the whole fresh storage, contiguous: its base tensor is the output
+    bool same_tensor = false;  // kInput: the output is that input tensor itself
   };
   struct FreshStorage {
     int program_output = -1;

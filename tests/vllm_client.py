@@ -59,6 +59,21 @@ def main():
         result["bad_params_status"] = 200
     except openai.APIStatusError as e:
         result["bad_params_status"] = e.status_code
+    # A feature the tpu step program does not implement: refused per request, not a crash.
+    try:
+        client.completions.create(model=model, prompt=prompt, max_tokens=2, extra_body={"bad_words": ["w5"]})
+        result["unsupported_status"] = 200
+    except openai.APIStatusError as e:
+        result["unsupported_status"] = e.status_code
+        result["unsupported_message"] = str(e)
+    # Seeded sampling through HTTP: the same seed gives the same tokens.
+    seeded = [
+        _token_ids(client.completions.create(
+            model=model, prompt=prompt, max_tokens=max_tokens, temperature=1.0, top_p=0.9, seed=11, logprobs=1,
+            extra_body=extra).choices[0].logprobs.tokens)
+        for _ in range(2)
+    ]
+    result["seeded_tokens"] = seeded
     req = urllib.request.Request(
         f"{base}/v1/completions", data=b"{not json", headers={"Content-Type": "application/json"}
     )

@@ -1,10 +1,14 @@
 """Runs vLLM offline generation for tests/test_vllm_tpu.py inside .venv-serve.
 
 usage: vllm_generate.py MODEL_DIR {tpu,cpu} REQUEST_JSON OUT_JSON
-REQUEST_JSON: {"prefix_caching": bool, "seed": engine seed,
+REQUEST_JSON: {"prefix_caching": bool, "seed": engine seed, "engine": {extra LLM(...) arguments},
                "jobs": [{"prompts": [[token ids], ...], "max_tokens": n or [n per prompt],
-                         "temperature": t, "top_p": p, "seed": per-request seed}, ...]}
-OUT_JSON: {"platform": ..., "jobs": [{"tokens": [[...]], "logprobs": [[...]]}, ...],
+                         "temperature": t, "top_p": p, "seed": per-request seed,
+                         "params": {more SamplingParams fields} or [one dict per prompt],
+                         "logprobs": n}, ...]}
+OUT_JSON: {"platform": ..., "jobs": [{"tokens": [[...]], "logprobs": [[...]], "top_logprobs": [[{id: lp}]],
+           "compiles": programs compiled, "steps": engine steps, "executions": device programs run,
+           "programs": step programs captured}, ...],
            "fallbacks": {op: count} of the generate calls on tpu}
 """
 
@@ -19,6 +23,23 @@ def _compiles(engine):
     import torch
 
     return int(torch.tpu.compilation_cache_stats()["compiles"])
+
+
+def _step_counters(engine):
+    """(device program executions, step runner steps, step programs captured) so far."""
+    if engine != "tpu":
+        return 0, 0, 0
+    import torch
+
+    from torch_tpu.vllm.execution import selected_mode
+
+    executions = int(torch.tpu.compilation_cache_stats()["executions"])
+    if selected_mode() != "program":
+        return executions, 0, 0
+    from torch_tpu.vllm.model_runner import program_stats
+
+    stats = program_stats()
+    return executions, stats["steps"], stats["captures"]
 
 
 def _mode(engine):
@@ -46,7 +67,7 @@ def main():
     from vllm.inputs import TokensPrompt
     from vllm.platforms import current_platform
 
-    llm = LLM(
+    engine_args = dict(
         model=model_dir,
         skip_tokenizer_init=True,
         dtype="float32",
@@ -57,6 +78,8 @@ def main():
         enable_prefix_caching=request.get("prefix_caching", False),
         kv_cache_memory_bytes=64 * 1024 * 1024,
     )
+    engine_args.update(request.get("engine", {}))
+    llm = LLM(**engine_args)
     if engine == "tpu":
         import torch_tpu
 
@@ -66,25 +89,42 @@ def main():
         # max_tokens may be one per prompt: requests then finish at different steps and
         # waiting prompts are prefilled in the same step as running decodes.
         counts = job["max_tokens"] if isinstance(job["max_tokens"], list) else [job["max_tokens"]] * len(job["prompts"])
+        extra = job.get("params", {})
+        extra = extra if isinstance(extra, list) else [extra] * len(counts)
+        # JSON object keys are strings; SamplingParams wants token ids.
+        extra = [{**e, "logit_bias": {int(k): v for k, v in e["logit_bias"].items()}} if "logit_bias" in e else e
+                 for e in extra]
         params = [
             SamplingParams(
-                temperature=job.get("temperature", 0.0),
-                top_p=job.get("top_p", 1.0),
-                seed=job.get("seed"),
-                max_tokens=n,
-                logprobs=0,
-                ignore_eos=True,
-                detokenize=False,
+                **{
+                    "temperature": job.get("temperature", 0.0),
+                    "top_p": job.get("top_p", 1.0),
+                    "seed": job.get("seed"),
+                    "max_tokens": n,
+                    "logprobs": job.get("logprobs", 0),
+                    "ignore_eos": True,
+                    "detokenize": False,
+                    **more,
+                }
             )
-            for n in counts
+            for n, more in zip(counts, extra)
         ]
         prompts = [TokensPrompt(prompt_token_ids=p) for p in job["prompts"]]
         compiles_before = _compiles(engine)
+        counters_before = _step_counters(engine)
         outputs = llm.generate(prompts, params, use_tqdm=False)
+        counters = [b - a for a, b in zip(counters_before, _step_counters(engine))]
         jobs.append(
             {
                 # programs compiled (device) during this job: 0 once warm
                 "compiles": _compiles(engine) - compiles_before,
+                "executions": counters[0],
+                "steps": counters[1],
+                "programs": counters[2],
+                "top_logprobs": [
+                    [{str(k): float(v.logprob) for k, v in step.items()} for step in o.outputs[0].logprobs]
+                    for o in outputs
+                ],
                 "tokens": [list(o.outputs[0].token_ids) for o in outputs],
                 "logprobs": [
                     [float(step[tok].logprob) for step, tok in zip(o.outputs[0].logprobs, o.outputs[0].token_ids)]
@@ -92,7 +132,10 @@ def main():
                 ],
             }
         )
+    config = llm.llm_engine.vllm_config
     result = {
+        "kv_cache_tokens": int(config.cache_config.num_gpu_blocks) * int(config.cache_config.block_size),
+        "max_num_seqs": int(config.scheduler_config.max_num_seqs),
         "platform": type(current_platform).__name__,
         "device_type": current_platform.device_type,
         "vllm": vllm.__version__,

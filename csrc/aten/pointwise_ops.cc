@@ -187,6 +187,11 @@ const Entry kEntries[] = {
     {"bitwise_xor.Tensor_out", {"bitwise_xor"}},
     {"bitwise_left_shift.Tensor_out", {"bitwise_left_shift"}},
     {"bitwise_right_shift.Tensor_out", {"bitwise_right_shift"}},
+    // the operator forms (x >> n, x << n, x >>= n, x <<= n) are separate, non-structured ops
+    {"__rshift__.Scalar", {"bitwise_right_shift"}},  {"__rshift__.Tensor", {"bitwise_right_shift"}},
+    {"__irshift__.Scalar", {"bitwise_right_shift"}}, {"__irshift__.Tensor", {"bitwise_right_shift"}},
+    {"__lshift__.Scalar", {"bitwise_left_shift"}},   {"__lshift__.Tensor", {"bitwise_left_shift"}},
+    {"__ilshift__.Scalar", {"bitwise_left_shift"}},  {"__ilshift__.Tensor", {"bitwise_left_shift"}},
     // comparisons and logic
     {"eq.Tensor_out", {"eq", Promote::kCommon, true}}, {"eq.Scalar_out", {"eq", Promote::kCommon, true}},
     {"ne.Tensor_out", {"ne", Promote::kCommon, true}}, {"ne.Scalar_out", {"ne", Promote::kCommon, true}},

@@ -18,9 +18,20 @@ std::vector<std::shared_ptr<pjrt::Buffer>> run_program(
     std::vector<std::shared_ptr<pjrt::Buffer>> params,
     std::vector<std::shared_ptr<pjrt::Buffer>> scalars, const std::vector<int>& donatable,
     const char* label) {
-  runtime::Launch launch;
+  // A donatable argument still promised by a queued eager launch (e.g. the zero fill of a cache
+  // just allocated): hand the queue to PJRT first, so the queued launch no longer holds it.
   for (int p : donatable) {
-    if (params[p].use_count() > 2) launch.non_donatable.push_back(p);
+    if (params[p]->unresolved()) {
+      runtime::LaunchQueue::get().drain();
+      break;
+    }
+  }
+  runtime::Launch launch;
+  // Donated only when the storage and `params` hold the sole references - apart from the
+  // tracker's while the previous program still defines it (the next step of a serving loop
+  // takes over the KV cache the step before is still writing; PJRT orders the two).
+  for (int p : donatable) {
+    if (params[p].use_count() - params[p]->defining_holds() > 2) launch.non_donatable.push_back(p);
   }
   launch.exe = exe;
   launch.device = device;

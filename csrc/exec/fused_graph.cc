@@ -453,8 +453,14 @@ void FusedGraph::flush_locked(CapturedProgram* captured, int read_value) {
     const GraphProgram& program = *programs[0];
     captured->exe = program.exe;
     captured->device = device_;
+    // A parameter the program may overwrite (donate) is not held here: the capture's own run
+    // may then update it in place (a serving step's KV cache), and a replay reads it from its
+    // input storage anyway (compile/compiled_graph.h refuses graphs that overwrite a constant).
+    std::vector<bool> donatable(params_.size(), false);
+    for (int p : program.donatable_params) donatable[p] = true;
     for (size_t i = 0; i < params_.size(); ++i) {
-      captured->params.push_back({params_[i].storage, buffers[params_[i].value], values_[params_[i].value].type});
+      captured->params.push_back({params_[i].storage, donatable[i] ? nullptr : buffers[params_[i].value],
+                                  values_[params_[i].value].type});
     }
     bool scalars_fixed = true;
     for (const auto& [node, arg] : program.runtime_args) {

@@ -61,6 +61,13 @@ class Buffer {
   // Releases the device memory now; later reads fail with a PjrtError.
   void release_memory();
 
+  // References held only to keep this buffer alive while the execution that *produces* it is in
+  // flight (runtime::WorkTracker). A later program may take (donate) such a buffer: PJRT orders
+  // it after the definition, so these references do not make it shared.
+  void hold_while_defined() { defining_holds_.fetch_add(1, std::memory_order_relaxed); }
+  void release_defined_hold() { defining_holds_.fetch_sub(1, std::memory_order_relaxed); }
+  long defining_holds() const { return defining_holds_.load(std::memory_order_relaxed); }
+
  private:
   PJRT_Buffer* await_promise() const;
 
@@ -68,6 +75,7 @@ class Buffer {
   std::atomic<PJRT_Buffer*> buffer_;
   const bool promised_ = false;
   std::atomic<bool> failed_{false};
+  std::atomic<long> defining_holds_{0};
   std::string error_;  // written before failed_ is set
 };
 

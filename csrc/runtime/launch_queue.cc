@@ -206,7 +206,7 @@ void launch_now(Launch& launch) {
   if (done == nullptr) return;
   auto event = std::make_shared<pjrt::Event>(launch.exe->api(), done);
   if (traced) trace_execution(*event, launch, launch_ns);
-  rt.tracker(launch.device).add(std::move(event), launch.label, std::move(launch.buffers));
+  rt.tracker(launch.device).add(std::move(event), launch.label, std::move(launch.buffers), launch.num_args);
 }
 
 uint64_t execute_ns_on_this_thread() { return t_execute_ns; }

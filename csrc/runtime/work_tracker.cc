@@ -31,13 +31,13 @@ void WorkTracker::prune_locked() {
 }
 
 void WorkTracker::add(std::shared_ptr<pjrt::Event> done, const char* label,
-                      std::vector<std::shared_ptr<pjrt::Buffer>> keep) {
+                      std::vector<std::shared_ptr<pjrt::Buffer>> keep, size_t first_output) {
   if (!done) return;
   std::shared_ptr<pjrt::Event> oldest;
   {
     std::lock_guard<std::mutex> lock(mu_);
     prune_locked();
-    items_.push_back(Item{std::move(done), label, std::move(keep)});
+    items_.emplace_back(std::move(done), label, std::move(keep), first_output);
     if (items_.size() > kMaxPending) oldest = items_.front().done;
   }
   if (oldest) {

@@ -3,6 +3,9 @@
 // the op behind a device-side error.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
+
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -23,8 +26,11 @@ class WorkTracker {
   // `keep` are the buffers the work reads or writes: they are released only after it has
   // finished (the XLA CPU plugin reuses a destroyed buffer's memory at once, even while an
   // enqueued execution still reads it).
+  // `keep[first_output:]` are the buffers the work produces: until it finishes they count as
+  // held only while being defined (pjrt::Buffer::defining_holds), so the next program may
+  // still take them over (donation) - PJRT orders that after their definition.
   void add(std::shared_ptr<pjrt::Event> done, const char* label,
-           std::vector<std::shared_ptr<pjrt::Buffer>> keep = {});
+           std::vector<std::shared_ptr<pjrt::Buffer>> keep = {}, size_t first_output = SIZE_MAX);
   // Keeps an error found while launching work (not tied to an event) for the next synchronize.
   void note_error(const std::string& message);
   // Waits for all recorded work (flushing deferred work and the launch queue first). Throws std::runtime_error naming the op of the first failure.
@@ -41,9 +47,24 @@ class WorkTracker {
 
  private:
   struct Item {
+    Item(std::shared_ptr<pjrt::Event> d, const char* l, std::vector<std::shared_ptr<pjrt::Buffer>> k, size_t first)
+        : done(std::move(d)), label(l), keep(std::move(k)), first_output(std::min(first, keep.size())) {
+      for (size_t i = first_output; i < keep.size(); ++i) keep[i]->hold_while_defined();
+    }
+    Item(Item&& other) noexcept
+        : done(std::move(other.done)), label(other.label), keep(std::move(other.keep)),
+          first_output(other.first_output) {
+      other.keep.clear();
+    }
+    Item& operator=(Item&&) = delete;
+    Item(const Item&) = delete;
+    ~Item() {
+      for (size_t i = first_output; i < keep.size(); ++i) keep[i]->release_defined_hold();
+    }
     std::shared_ptr<pjrt::Event> done;
     const char* label;
     std::vector<std::shared_ptr<pjrt::Buffer>> keep;
+    size_t first_output;
   };
   void prune_locked();
   void note_error_locked(const Item& item, const pjrt::ErrorInfo& error);

@@ -8,14 +8,15 @@ heads, 2 * head_size] (vLLM's LBNHC layout), so a block's tokens are rows of one
 Attention: the batch's requests split into decodes (one query token) and prefills (several:
 prompts, chunks of them, prompts after a prefix-cache hit). Each group is laid out as
 [requests, query tokens] with its requests' KV blocks gathered into a [requests, S, kv heads,
-head_size] window; a query token sees the keys at positions <= its own (causal over cache and
-chunk alike). Grouped-query heads share their kv head without copies. Request counts, query
-lengths and key blocks are rounded up to powers of two (padding rows are written to a scratch
-row) so a steady stream of requests reuses the same device programs. The model runner also pads
-the step's token count to a power of two: padding tokens' cache writes go to the null block
-(block 0, which vLLM never hands to a request) and their outputs are zeros, so the
-attention programs depend only on bucketed shapes and never read the device from the host (a
-host read would cut a Fused Eager graph in the middle of the forward).
+head_size] window and attended by ``torch_tpu.serving.attention`` (causal over cache and chunk,
+grouped-query heads without copies). Request counts, query lengths and key blocks are rounded up
+to powers of two (padding rows write to a scratch row; padding tokens' cache writes go to the
+null block 0, which vLLM never hands to a request), so the attention depends only on bucketed
+shapes and never reads the device from the host.
+
+The groups (``_Group``) come from one of two places: the one-program step runner
+(``model_runner.py``) derives them on the device from the step's packed metadata; the runner
+paths of ``TORCH_TPU_VLLM_MODE=fused|eager|compile`` get them from vLLM's metadata builder below.
 """
 
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ from vllm.v1.attention.backend import (
     MultipleOf,
 )
 from vllm.v1.kv_cache_interface import KVCacheLayout
+
+from torch_tpu.serving.attention import grouped_attention
 
 
 class TpuTorchAttentionBackend(AttentionBackend):
@@ -221,23 +224,12 @@ class TpuTorchAttentionImpl(AttentionImpl[TpuTorchAttentionMetadata]):
         result = torch.zeros(t + 1, heads, hs, dtype=torch.float32, device=query.device)
         for g in m.groups:
             size, length = g.token_index.shape
-            q = q_all[g.token_index.reshape(-1)].float().reshape(size, length, kv_heads, heads // kv_heads, hs)
-            window = phys[g.block_table]  # [G, key_blocks, block_size, kv heads, C]
-            keys = window.shape[1] * window.shape[2]
-            window = window.reshape(size, keys, kv_heads, 2 * hs).float()
-            k, v = window[..., :hs], window[..., hs:]
-            scores = torch.einsum("glhqd,gshd->ghqls", q, k) * self.scale
-            if self.logits_soft_cap:
-                scores = self.logits_soft_cap * torch.tanh(scores / self.logits_soft_cap)
-            key_pos = torch.arange(keys, device=query.device, dtype=torch.int64)[None, None, :]
-            pos = g.position[:, :, None]
-            visible = key_pos <= pos
-            if self.sliding_window is not None and self.sliding_window > 0:
-                visible = visible & (key_pos > pos - self.sliding_window)
-            scores = scores.masked_fill(~visible[:, None, None], float("-inf"))
-            probs = torch.softmax(scores, dim=-1)
-            out = torch.einsum("ghqls,gshd->glhqd", probs, v).reshape(size * length, heads, hs)
+            q = q_all[g.token_index.reshape(-1)].reshape(size, length, heads, hs)
+            window = phys[g.block_table]  # [G, key_blocks, block_size, kv heads, 2 * head_size]
+            window = window.reshape(size, window.shape[1] * window.shape[2], kv_heads, 2 * hs)
+            out = grouped_attention(q, window[..., :hs], window[..., hs:], g.position, self.scale,
+                                    self.logits_soft_cap, self.sliding_window)
             write = torch.where(g.write_index < 0, t, g.write_index)
-            result.index_copy_(0, write, out)
+            result.index_copy_(0, write, out.reshape(size * length, heads, hs))
         output.copy_(result[:t].reshape(output.shape).to(output.dtype))
         return output

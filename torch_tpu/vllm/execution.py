@@ -1,8 +1,13 @@
-"""How the vLLM model runner executes a step's model forward on ``tpu``.
+"""How vLLM's steps run on ``tpu``: ``TORCH_TPU_VLLM_MODE`` chooses the model runner.
 
-``TORCH_TPU_VLLM_MODE`` chooses:
+* ``program`` (default): the step runner of ``model_runner.py`` - input preparation, model
+  forward, logits and sampler of a step as one compiled program per bucket, replayed from C++,
+  with one packed upload and one read per step, and asynchronous scheduling.
 
-* ``fused`` (default): the forward is recorded in Fused Eager and leaves the mode at its end,
+The other modes run vLLM's own GPU model runner (``legacy_runner.py``: its input preparation
+and sampler op by op) and choose how the model forward runs:
+
+* ``fused``: the forward is recorded in Fused Eager and leaves the mode at its end,
   which runs it as one compiled program (one per bucketed shape, cached). Nothing in the
   forward reads the device from the host, so the graph is not cut. The sampler is recorded
   the same way; its graph runs when the sampled tokens are read on the host (the step's one
@@ -16,9 +21,10 @@
 import contextlib
 import os
 
-MODES = ("fused", "eager", "compile")
+MODES = ("program", "fused", "eager", "compile")
+LEGACY_MODES = ("fused", "eager", "compile")
 ENV = "TORCH_TPU_VLLM_MODE"
-DEFAULT = "fused"
+DEFAULT = "program"
 
 
 def selected_mode() -> str:
@@ -79,5 +85,8 @@ def _compile(model):
 
 
 def forward_runner():
-    """The callable that runs ``model(**inputs)`` in the selected mode."""
-    return {"fused": _Fused, "eager": _Eager, "compile": _Compiled}[selected_mode()]()
+    """The callable that runs ``model(**inputs)`` in the selected legacy mode."""
+    mode = selected_mode()
+    if mode not in LEGACY_MODES:
+        raise ValueError(f"{ENV}={mode!r}: the model forward runs inside the step program")
+    return {"fused": _Fused, "eager": _Eager, "compile": _Compiled}[mode]()

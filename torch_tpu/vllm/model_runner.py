@@ -1,129 +1,247 @@
-"""vLLM's GPU model runner on the ``tpu`` device.
+"""vLLM's model runner on ``tpu``: each step is one device program (the default runner).
 
-vLLM's GPU runner keeps its inputs in paired host/device buffers and its model, KV cache and
-sampler on ``self.device``, which is all we need. What differs: it creates CUDA streams and
-events for asynchronous output copies (not used here - async scheduling is off and device
-programs complete in order), it loads through a CUDA memory profiler, and it syncs through
-CUDA events.
+Per step (``execute_model`` + ``sample_tokens``):
+  1. host: apply the scheduler's changes to the request table (``requests.py``) and pack the
+     step's integer metadata into one buffer (``step_batch.py``; NumPy, no device work);
+  2. one upload of that buffer;
+  3. one program for the step's bucket: input preparation, model forward, logits, sampler and
+     slot-state updates (``step_forward.py``), captured on the bucket's first step and replayed
+     from C++ afterwards (``torch_tpu.serving.step_program``);
+  4. one read of the sampled tokens (and log-probs), deferred: with asynchronous scheduling
+     (on by default) the step returns at once and vLLM schedules the next step while this one
+     runs; the next step takes a running request's last token from the device.
 
-How the model forward runs is chosen by ``TORCH_TPU_VLLM_MODE`` (see ``execution.py``): by
-default each step's forward is recorded in Fused Eager and runs as one compiled program. The
-step's token count is padded to a power of two (as vLLM pads to CUDA-graph sizes) so those
-programs are reused by a steady stream of requests.
+What the program does not implement is refused per request with a clear error (bad words,
+prompt log-probs, ...) or per engine at start-up (speculative decoding, LoRA, pipeline
+parallelism, pooling and multimodal models); ``TORCH_TPU_VLLM_MODE=fused`` runs vLLM's own
+runner op by op for those.
 """
 
-import dataclasses
-from contextlib import contextmanager
+import time
+import weakref
 
+import numpy as np
 import torch
 from vllm.logger import init_logger
-from vllm.model_executor.model_loader import get_model
-from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, AsyncModelRunnerOutput, LogprobsLists, ModelRunnerOutput
 
-from .execution import forward_runner
+from torch_tpu.serving.packing import upload
+from torch_tpu.serving.sampler import PenaltyState, SamplingSpec
+from torch_tpu.serving.step_program import StepPrograms
+
+from .attention import TpuTorchAttentionImpl
+from .requests import Request, RequestTable
+from .runner_base import TpuRunnerBase
+from .step_batch import Limits, build, layout_for
+from .step_forward import StepForward
 
 logger = init_logger(__name__)
 
-
-def _pow2(n: int) -> int:
-    return 1 << max(0, int(n) - 1).bit_length()
+_RUNNERS = weakref.WeakSet()
 
 
-class _NoStream:
-    """Stands in for torch.cuda.Stream: the runner's side streams are only used for
-    asynchronous output copies, which run in order on the tpu queue anyway."""
-
-    def __init__(self, *args, **kwargs):
-        self.device = torch.device("tpu", torch.tpu.current_device())
-
-    def wait_stream(self, *args, **kwargs):
-        pass
-
-    def synchronize(self):
-        torch.tpu.synchronize()
+def program_stats() -> dict:
+    """Captured step programs and host timings of this process's step runners (tests, benchmarks)."""
+    total = {"programs": 0, "captures": 0, "replays": 0, "rerecorded_steps": 0, "steps": 0, "host_ns": 0}
+    for r in list(_RUNNERS):
+        total["programs"] += len(r.programs)
+        for k in ("captures", "replays", "rerecorded_steps"):
+            total[k] += r.programs.stats[k]
+        total["steps"] += r.steps
+        total["host_ns"] += r.host_ns
+    return total
 
 
-class _SyncEvent:
-    """Stands in for torch.cuda.Event / torch.Event: record is free, synchronize waits
-    for the device."""
-
-    def __init__(self, *args, **kwargs):
-        pass
-
-    def record(self, *args, **kwargs):
-        pass
-
-    def wait(self, *args, **kwargs):
-        pass
-
-    def query(self):
-        return True
-
-    def synchronize(self):
-        torch.tpu.synchronize()
-
-
-@contextmanager
-def _cuda_streams_as_tpu():
-    saved = (torch.Event, torch.cuda.Stream, torch.cuda.Event)
-    torch.Event, torch.cuda.Stream, torch.cuda.Event = _SyncEvent, _NoStream, _SyncEvent
-    try:
-        yield
-    finally:
-        torch.Event, torch.cuda.Stream, torch.cuda.Event = saved
+def unsupported_features(vllm_config) -> list:
+    """Engine features the step program does not implement (empty: it can run this engine)."""
+    found = []
+    if vllm_config.speculative_config is not None:
+        found.append("speculative decoding")
+    if vllm_config.lora_config is not None:
+        found.append("LoRA")
+    if vllm_config.parallel_config.pipeline_parallel_size > 1:
+        found.append("pipeline parallelism")
+    mc = vllm_config.model_config
+    if mc is not None and mc.runner_type == "pooling":
+        found.append("pooling models")
+    if mc is not None and mc.is_multimodal_model:
+        found.append("multimodal models")
+    if mc is not None and getattr(mc, "logprobs_mode", "raw_logprobs") != "raw_logprobs":
+        found.append(f"logprobs_mode={mc.logprobs_mode!r}")
+    return found
 
 
-class TpuTorchModelRunner(GPUModelRunner):
-    def __init__(self, vllm_config, device: torch.device):
-        if device.type != "tpu":
-            raise ValueError(f"TpuTorchModelRunner runs on a tpu device, got {device}")
-        with _cuda_streams_as_tpu():
-            super().__init__(vllm_config, device)
-        self.use_cuda_graph = False
-        self._run_forward = forward_runner()
-        logger.info("vLLM model forward on tpu runs in mode %r", self._run_forward.name)
+class _StepOutput(AsyncModelRunnerOutput):
+    """A launched step; ``get_output`` makes its one read."""
 
-    def _determine_batch_execution_and_padding(self, num_tokens, *args, **kwargs):
-        mode, batch, *rest = super()._determine_batch_execution_and_padding(num_tokens, *args, **kwargs)
-        # Power-of-two token counts (within the runner's buffers): one program per bucket.
-        padded = min(max(_pow2(batch.num_tokens), batch.num_tokens), self.max_num_tokens)
-        if padded != batch.num_tokens:
-            batch = dataclasses.replace(batch, num_tokens=padded)
-        return (mode, batch, *rest)
+    def __init__(self, batch, packed_out):
+        self.batch = batch
+        self.packed_out = packed_out
 
-    def sample_tokens(self, grammar_output):
-        with self._run_forward.sampling():
-            return super().sample_tokens(grammar_output)
-
-    def _model_forward(self, input_ids=None, positions=None, intermediate_tensors=None,
-                       inputs_embeds=None, **model_kwargs):
-        return self._run_forward(
-            self.model,
-            input_ids=input_ids,
-            positions=positions,
-            intermediate_tensors=intermediate_tensors,
-            inputs_embeds=inputs_embeds,
-            **model_kwargs,
+    def get_output(self) -> ModelRunnerOutput:
+        b = self.batch
+        out = self.packed_out.cpu().numpy()[b.rows]
+        sampled = [[int(tok)] if real else [] for tok, real in zip(out[:, 0], b.real)]
+        logprobs = None
+        n = b.key.variant.logprobs
+        if n >= 0:
+            ids = np.ascontiguousarray(out[:, 2 : 3 + n])
+            vals = np.ascontiguousarray(out[:, 3 + n : 4 + 2 * n]).view(np.float32)
+            logprobs = LogprobsLists(ids, vals, np.ascontiguousarray(out[:, 1]))
+        return ModelRunnerOutput(
+            req_ids=b.req_ids,
+            req_id_to_index={r: i for i, r in enumerate(b.req_ids)},
+            sampled_token_ids=sampled,
+            logprobs=logprobs,
         )
 
-    def load_model(self, load_dummy_weights: bool = False, *, model=None) -> None:
-        if load_dummy_weights:
-            raise ValueError("dummy weights (elastic EP scale-up) are not supported on tpu")
-        logger.info("Loading model %s onto %s", self.model_config.model, self.device)
-        self.model = model if model is not None else get_model(vllm_config=self.vllm_config)
-        if self.lora_config:
-            self.model = self.load_lora_model(self.model, self.vllm_config, self.device)
 
-    def get_model(self):
-        return self.model
+class _PackedStep:
+    """The bucket's step function with its outputs packed into one int32 tensor
+    [rows, 2 + 2 * (N + 1)]: token, rank, then the log-prob token ids and log-prob bits."""
 
-    def _sync_device(self) -> None:
-        torch.tpu.synchronize(self.device)
+    def __init__(self, forward: StepForward):
+        self.forward = forward
 
-    def _to_list(self, sampled_token_ids: torch.Tensor) -> list[list[int]]:
-        return sampled_token_ids.cpu().tolist()
+    def __call__(self, *inputs):
+        outs = self.forward(*inputs)
+        tokens = outs[0][:, None]
+        if len(outs) == 1:
+            return [torch.cat([tokens, torch.zeros_like(tokens)], 1)]
+        ids, vals, rank = outs[1:]
+        return [torch.cat([tokens, rank[:, None], ids, vals.contiguous().view(torch.int32)], 1)]
 
-    def _zero_block_ids(self, block_ids: list[int]) -> None:
-        # Fresh blocks are fully overwritten before they are read (attention masks by
-        # position), so nothing needs zeroing.
-        pass
+
+class TpuTorchModelRunner(TpuRunnerBase):
+    def __init__(self, vllm_config, device):
+        super().__init__(vllm_config, device)
+        blocked = unsupported_features(vllm_config)
+        if blocked:
+            raise ValueError(
+                f"vLLM on tpu: the one-program step runner does not support {', '.join(blocked)}; "
+                "set TORCH_TPU_VLLM_MODE=fused to run vLLM's own model runner op by op instead"
+            )
+        self.programs = StepPrograms("vLLM on tpu")
+        self.table = RequestTable(self.max_num_reqs)
+        self.limits = None
+        self.last_tokens = None
+        self.penalty = None
+        self.attention_layers = []
+        self.kv_cache_tensors = []
+        self._pending = None
+        self.steps = 0
+        self.host_ns = 0  # host time inside execute_model + sample_tokens
+        _RUNNERS.add(self)
+
+    @property
+    def block_size(self) -> int:
+        return self.limits.block_size
+
+    def initialize_kv_cache(self, kv_cache_config, *args, **kwargs) -> None:
+        super().initialize_kv_cache(kv_cache_config, *args, **kwargs)
+        groups = kv_cache_config.kv_cache_groups
+        context = self.compilation_config.static_forward_context
+        self.attention_layers = [n for n in groups[0].layer_names if n in context]
+        self.kv_cache_tensors = [context[n].kv_cache for n in self.attention_layers]
+        block_size = groups[0].kv_cache_spec.block_size
+        self.limits = Limits(
+            block_size=block_size,
+            vocab=self.model_config.get_vocab_size(),
+            max_rows=self.max_num_reqs,
+            max_blocks=-(-self.max_model_len // block_size),
+            spare_slot=self.max_num_reqs,
+        )
+        self.last_tokens = torch.zeros(self.max_num_reqs + 1, dtype=torch.int32, device=self.device)
+        self.programs.clear()
+
+    def initialize_kv_cache_tensors(self, kv_cache_config, kernel_block_sizes, kv_cache_allocation_context=None):
+        """One storage per layer, instead of vLLM's single int8 allocation with the layers
+        interleaved per block. A step program updates a cache in place only when its output can
+        take over the input's buffer, which needs the cache to be a whole storage of its own
+        type; a strided slice of a shared byte buffer would make XLA rewrite the whole
+        allocation every step. Layout: vLLM's logical [blocks, kv heads, block size, 2 * head
+        size] over the physical [blocks, block size, kv heads, 2 * head size] (LBNHC)."""
+        from vllm.v1.worker.utils import bind_kv_cache
+
+        if len(kv_cache_config.kv_cache_groups) != 1:
+            raise ValueError(
+                f"vLLM on tpu: {len(kv_cache_config.kv_cache_groups)} KV cache groups (hybrid or "
+                "sliding-window-mixed models); the step runner supports one - set TORCH_TPU_VLLM_MODE=fused"
+            )
+        group = kv_cache_config.kv_cache_groups[0]
+        spec = group.kv_cache_spec
+        blocks = kv_cache_config.num_blocks
+        kv_caches = {}
+        for name in group.layer_names:
+            physical = torch.empty(blocks, spec.block_size, spec.num_kv_heads, 2 * spec.head_size,
+                                   dtype=spec.dtype, device=self.device)
+            cache = physical.permute(0, 2, 1, 3)
+            # Written once through the view the attention writes, so the storage's contents have
+            # the type every step program reads and writes: each program's output then takes
+            # over the input buffer (the capture's run included).
+            TpuTorchAttentionImpl._slots_view(cache).zero_()
+            kv_caches[name] = cache
+        bind_kv_cache(kv_caches, self.compilation_config.static_forward_context, self.kv_caches, 1,
+                      kv_cache_groups=kv_cache_config.kv_cache_groups)
+        return kv_caches
+
+    def reload_weights(self, *args, **kwargs) -> None:
+        super().reload_weights(*args, **kwargs)
+        self.programs.clear()  # programs hold the weights they captured
+
+    def execute_model(self, scheduler_output, intermediate_tensors=None):
+        start = time.perf_counter_ns()
+        if intermediate_tensors is not None:
+            raise ValueError("pipeline parallelism is not supported by the tpu step runner")
+        self.table.update(scheduler_output)
+        self._pending = scheduler_output if scheduler_output.total_num_scheduled_tokens else None
+        self.host_ns += time.perf_counter_ns() - start
+        return None if self._pending is not None else EMPTY_MODEL_RUNNER_OUTPUT
+
+    def sample_tokens(self, grammar_output):
+        start = time.perf_counter_ns()
+        out, self._pending = self._pending, None
+        if out is None:
+            return EMPTY_MODEL_RUNNER_OUTPUT
+        grammar = None
+        if grammar_output is not None:
+            grammar = (grammar_output.structured_output_request_ids, grammar_output.grammar_bitmask)
+        batch = build(self.table, out.num_scheduled_tokens, self.limits, grammar)
+        result = _StepOutput(batch, self._launch(batch))
+        self.steps += 1
+        self.host_ns += time.perf_counter_ns() - start
+        return result if self.use_async_scheduling else result.get_output()
+
+    def _launch(self, batch):
+        key = batch.key
+        if key.variant.penalties and self.penalty is None:
+            self.penalty = PenaltyState.allocate(self.max_num_reqs, self.limits.vocab, self.device)
+        state = self.penalty.tensors() if key.variant.penalties else []
+        inputs = [upload(batch.buffer, self.device), self.last_tokens, *state, *self.kv_cache_tensors]
+        if key not in self.programs.keys():
+            logger.info("tpu step program for %s (sampler %s)", key.describe(), key.variant)
+        fn = _PackedStep(StepForward(self, key, layout_for(key, self.limits)))
+        with torch.inference_mode():
+            return self.programs.run(key, fn, inputs)[0]
+
+    def warm_up(self) -> int:
+        """Captures the greedy decode programs for every decode-row bucket up to max_num_seqs
+        (steps of dummy requests whose KV writes go to the null block). Returns the count."""
+        spare = self.limits.spare_slot
+        table = RequestTable(1)
+        sizes, n = [], 1
+        while True:
+            sizes.append(n)
+            if n >= self.max_num_reqs:
+                break
+            n = min(n * 2, self.max_num_reqs)
+        before = len(self.programs)
+        for size in sizes:
+            table.requests = {
+                f"warmup-{i}": Request(req_id=f"warmup-{i}", tokens=[0], num_prompt=1, spec=SamplingSpec(),
+                                       blocks=[0], num_computed=0, slot=spare)
+                for i in range(size)
+            }
+            batch = build(table, {r: 1 for r in table.requests}, self.limits)
+            self._launch(batch).cpu()
+        return len(self.programs) - before

@@ -102,6 +102,22 @@ class TpuTorchPlatform(Platform):
         return True
 
     @classmethod
+    def validate_request(cls, processed_inputs, params) -> None:
+        """Refuses sampling features the step program does not implement: a client error
+        (HTTP 400) naming the feature and the runner that has it."""
+        from .execution import selected_mode
+
+        if selected_mode() == "program":
+            from vllm.exceptions import VLLMValidationError
+
+            from .requests import UnsupportedRequest, check_sampling_params
+
+            try:
+                check_sampling_params(params)
+            except UnsupportedRequest as e:
+                raise VLLMValidationError(str(e)) from None
+
+    @classmethod
     def check_and_update_config(cls, vllm_config) -> None:
         from vllm.config import CompilationMode, CUDAGraphMode
 
@@ -120,9 +136,14 @@ class TpuTorchPlatform(Platform):
         if vllm_config.model_config is not None:
             vllm_config.model_config.enforce_eager = True
 
-        # The runner's outputs are ready when the step returns; async scheduling's
-        # CUDA-stream overlap has nothing to overlap here.
-        vllm_config.scheduler_config.async_scheduling = False
+        # The step runner (TORCH_TPU_VLLM_MODE=program) launches a step and returns; with
+        # asynchronous scheduling (vLLM's default) the host schedules step N+1 while step N runs
+        # and reads N's tokens afterwards. vLLM's own runner on tpu (legacy modes) reads its
+        # outputs when the step returns, so it has nothing to overlap.
+        from .execution import selected_mode
+
+        if selected_mode() != "program":
+            vllm_config.scheduler_config.async_scheduling = False
 
         parallel_config = vllm_config.parallel_config
         if parallel_config.worker_cls == "auto":

@@ -1,5 +1,7 @@
 """vLLM worker for the ``tpu`` device: device set-up, KV cache sizing, the model runner."""
 
+import os
+import time
 from contextlib import nullcontext
 
 import torch
@@ -9,7 +11,9 @@ from vllm.utils.torch_utils import set_random_seed
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
 from vllm.v1.worker.worker_base import CompilationTimes
 
-from .model_runner import TpuTorchModelRunner
+from torch_tpu.serving.memory import kv_cache_budget
+
+from .execution import selected_mode
 
 logger = init_logger(__name__)
 
@@ -37,7 +41,13 @@ class TpuTorchWorker(Worker):
         return nullcontext()
 
     def _make_model_runner(self):
-        return TpuTorchModelRunner(self.vllm_config, self.device)
+        if selected_mode() == "program":
+            from .model_runner import TpuTorchModelRunner
+
+            return TpuTorchModelRunner(self.vllm_config, self.device)
+        from .legacy_runner import TpuTorchLegacyRunner
+
+        return TpuTorchLegacyRunner(self.vllm_config, self.device)
 
     def load_model(self, *, load_dummy_weights: bool = False) -> None:
         from vllm.config import set_current_vllm_config
@@ -46,24 +56,24 @@ class TpuTorchWorker(Worker):
             self.model_runner.load_model(load_dummy_weights=load_dummy_weights)
 
     def determine_available_memory(self) -> int:
-        """Bytes for the KV cache: the explicit --kv-cache-memory-bytes, else the
-        configured fraction of the device's free memory."""
-        explicit = self.cache_config.kv_cache_memory_bytes
-        if explicit is not None:
-            return int(explicit)
-        free, total = torch.tpu.mem_get_info(self.device)
-        budget = int(total * self.cache_config.gpu_memory_utilization) - (total - free)
-        if budget <= 0:
-            raise ValueError(
-                f"no tpu memory left for the KV cache ({free} of {total} bytes free, "
-                f"gpu_memory_utilization={self.cache_config.gpu_memory_utilization}); "
-                "raise gpu_memory_utilization or set kv_cache_memory_bytes"
-            )
-        logger.info("KV cache budget on %s: %d bytes", self.device, budget)
+        """Bytes for the KV cache (torch_tpu/serving/memory.py): an explicit
+        kv_cache_memory_bytes; on the CPU plugin VLLM_CPU_KVCACHE_SPACE or 4 GiB, capped by the
+        memory available; on accelerators gpu_memory_utilization of the device memory minus
+        what is in use. A budget that cannot fit is a clear error before any allocation."""
+        budget, source = kv_cache_budget(
+            self.device, self.cache_config.gpu_memory_utilization, self.cache_config.kv_cache_memory_bytes
+        )
+        logger.info("KV cache budget on %s: %.2f GiB (%s)", self.device, budget / (1 << 30), source)
         return budget
 
     def compile_or_warm_up_model(self) -> CompilationTimes:
-        # Programs (per bucket) compile on first use and stay in the cache.
+        # The step runner captures its decode programs now (TORCH_TPU_VLLM_WARMUP=0: on first use);
+        # every other bucket compiles on first use and stays in the cache.
+        warm_up = getattr(self.model_runner, "warm_up", None)
+        if warm_up is not None and os.environ.get("TORCH_TPU_VLLM_WARMUP", "1") != "0":
+            start = time.perf_counter()
+            count = warm_up()
+            logger.info("tpu warm-up: %d step programs captured in %.1f s", count, time.perf_counter() - start)
         set_random_seed(self.model_config.seed)
         return CompilationTimes(
             language_model=self.compilation_config.compilation_time,

@@ -1,0 +1,17 @@
+"""Shared pieces of LLM serving on ``tpu``, used by the vLLM (``torch_tpu.vllm``) and SGLang
+(``torch_tpu.sglang``) integrations. Neither engine copies the other's code; both build on these:
+
+* ``packing``: the step's integer metadata as one packed int32 buffer - filled on the host with
+  NumPy, uploaded once, unpacked on the device as views (float fields travel as their bits).
+* ``attention``: causal grouped-query attention over gathered KV windows (paged KV cache in
+  device memory; each engine gathers its own layout).
+* ``sampler``: vLLM's sampling semantics (greedy, temperature, top-k, top-p, min-p, penalties,
+  logit edits, allowed tokens, grammar bitmasks, seeded generators, log-probs) in plain device
+  ops with no host read, so it is part of the step program.
+* ``rng``: counter-based random numbers (a request's seed and its output position), so sampling
+  inside a replayed program is reproducible and needs no generator state.
+* ``buckets``: the bucket sizes that bound how many programs a server compiles.
+* ``step_program``: one captured program per bucket: recorded once through Fused Eager, then
+  replayed from C++ with no per-op work.
+* ``memory``: the KV-cache budget rule (never more than the host or device can hold).
+"""

@@ -1,0 +1,170 @@
+"""One vLLM step's host-side plan: its bucket and its packed metadata.
+
+Rows are the step's requests: decodes (one scheduled token) first, padded to a bucket of D rows,
+then prefills (several tokens: prompts, chunks of them, recomputation after a resume) padded to
+P rows. Tokens are laid out the same way: decode row i is token i, prefill tokens follow from D
+on. What the host packs is only what it knows from the scheduler: token ids (-1 where the
+device holds the id: the last sampled token of a running request), per row its first token,
+token count, first position and state slot, its KV blocks, and its sampling parameters. The
+step program derives positions, slot mapping, block-table lookups, query offsets and logits rows
+from these on the device.
+
+The bucket: tokens T, decode rows D and their key blocks Kd, prefill rows P with query length L
+and key blocks Kp, and the sampler variant. Every size is a power of two with a floor
+(``serving.buckets``), so steady decoding uses one program per (D, Kd).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from torch_tpu.serving.buckets import bucket
+from torch_tpu.serving.packing import Layout, Section
+from torch_tpu.serving.sampler import SamplerVariant, fill_rows
+
+# Flag bits per row.
+REAL = 1  # the row's sample is an output token (not a discarded partial-prefill sample)
+FRESH = 2  # the row's slot starts a new request's state this step
+
+
+@dataclass(frozen=True)
+class Limits:
+    block_size: int
+    vocab: int
+    max_rows: int  # max_num_seqs
+    max_blocks: int  # KV blocks of the longest sequence (max_model_len)
+    spare_slot: int  # the state row padding writes go to
+    row_floor: int = 8
+    token_floor: int = 16
+    length_floor: int = 16
+    key_floor_tokens: int = 256  # smallest key window (tokens)
+
+    def key_blocks(self, needed: int) -> int:
+        floor = -(-self.key_floor_tokens // self.block_size)
+        cap = bucket(self.max_blocks)
+        return bucket(needed, floor=min(floor, cap), cap=cap)
+
+
+@dataclass(frozen=True)
+class BucketKey:
+    tokens: int
+    decodes: int
+    decode_blocks: int
+    prefills: int
+    prefill_len: int
+    prefill_blocks: int
+    variant: SamplerVariant
+    penalty_tokens: int
+
+    @property
+    def rows(self) -> int:
+        return self.decodes + self.prefills
+
+    def describe(self) -> str:
+        parts = [f"T={self.tokens}"]
+        if self.decodes:
+            parts.append(f"decode {self.decodes}x{self.decode_blocks} blocks")
+        if self.prefills:
+            parts.append(f"prefill {self.prefills}x{self.prefill_len} over {self.prefill_blocks} blocks")
+        return ", ".join(parts)
+
+
+def layout_for(key: BucketKey, limits: Limits) -> Layout:
+    s = [Section("ids", "i32", (key.tokens,)), Section("rows", "i32", (key.rows, 4)),
+         Section("flags", "i32", (key.rows,))]
+    if key.decodes:
+        s.append(Section("bt_decode", "i32", (key.decodes, key.decode_blocks)))
+    if key.prefills:
+        s.append(Section("bt_prefill", "i32", (key.prefills, key.prefill_blocks)))
+    s += key.variant.sections(key.rows, limits.vocab, penalty_tokens=key.penalty_tokens)
+    return Layout(s)
+
+
+@dataclass
+class StepBatch:
+    key: BucketKey
+    buffer: np.ndarray
+    views: dict
+    req_ids: list  # per real row, in row order
+    rows: np.ndarray  # row index of each real request
+    real: list  # whether each real request's sample is an output
+
+
+def _penalty_entries(reqs):
+    """(slot, token, kind) for requests whose penalty state starts now: prompt tokens (kind 0)
+    and earlier outputs (kind 1, after a resume)."""
+    out = []
+    for r in reqs:
+        if r.fresh and r.spec.uses_penalties():
+            out += [(r.slot, t, 0) for t in r.tokens[: r.num_prompt]]
+            out += [(r.slot, t, 1) for t in r.tokens[r.num_prompt:]]
+    return out
+
+
+def build(table, scheduled: dict, limits: Limits, grammar=None) -> StepBatch:
+    """``scheduled``: req_id -> scheduled token count (the scheduler's order);
+    ``grammar``: None or (request ids, bitmask rows)."""
+    reqs = [table.requests[r] for r in scheduled]
+    counts = [scheduled[r.req_id] for r in reqs]
+    dec = [(r, n) for r, n in zip(reqs, counts) if n == 1]
+    pre = [(r, n) for r, n in zip(reqs, counts) if n > 1]
+    bs = limits.block_size
+    d = bucket(len(dec), floor=limits.row_floor) if dec else 0
+    p = bucket(len(pre), floor=1) if pre else 0
+    pre_tokens = sum(n for _, n in pre)
+    t = d if not pre else bucket(d + pre_tokens, floor=limits.token_floor)
+    need = lambda group: max(-(-(r.num_computed + n) // bs) for r, n in group)  # noqa: E731
+    kd = limits.key_blocks(need(dec)) if dec else 0
+    kp = limits.key_blocks(need(pre)) if pre else 0
+    length = bucket(max(n for _, n in pre), floor=limits.length_floor) if pre else 0
+    ordered = dec + pre
+    rows = np.concatenate([np.arange(len(dec)), d + np.arange(len(pre))]).astype(np.int64)
+    specs = [r.spec for r, _ in ordered]
+    outputs = [r.outputs for r, _ in ordered]
+    variant = SamplerVariant.for_batch(specs, limits.vocab, outputs, bitmask=grammar is not None,
+                                       bucket=lambda n: bucket(n, floor=16))
+    penalty = _penalty_entries(r for r, _ in ordered) if variant.penalties else []
+    key = BucketKey(t, d, kd, p, length, kp, variant, bucket(len(penalty), floor=16) if variant.penalties else 0)
+    layout = layout_for(key, limits)
+    buf, v = layout.host_buffer()
+
+    ids, rowv, flags = v["ids"], v["rows"], v["flags"]
+    rowv[:, 3] = limits.spare_slot
+    real = []
+    token = 0
+    for i, ((r, n), row) in enumerate(zip(ordered, rows)):
+        if i == len(dec):
+            token = d
+        end = r.num_computed + n
+        known = min(end, len(r.tokens))
+        if known > r.num_computed:
+            ids[token : token + known - r.num_computed] = r.tokens[r.num_computed : known]
+        if end > known:
+            if n != 1:
+                raise RuntimeError(f"request {r.req_id}: {end - known} unknown tokens in a {n}-token step")
+            ids[token] = -1
+        rowv[row] = (token, n, r.num_computed, r.slot)
+        is_real = end >= len(r.tokens)
+        flags[row] = (REAL if is_real else 0) | (FRESH if r.fresh else 0)
+        real.append(is_real)
+        table_view = v["bt_decode"][row] if n == 1 else v["bt_prefill"][row - d]
+        blocks = r.blocks[: table_view.shape[0]]
+        table_view[: len(blocks)] = blocks
+        token += n
+    fill_rows(v, variant, specs, outputs, limits.vocab, rows)
+    if variant.penalties:
+        pt = v["penalty_tokens"]
+        pt[:] = (limits.spare_slot, 0, 2)
+        if penalty:
+            pt[: len(penalty)] = penalty
+    if grammar is not None:
+        req_ids, bitmask = grammar
+        v["bitmask"][:] = -1
+        where = {r.req_id: row for (r, _), row in zip(ordered, rows)}
+        for req_id, mask in zip(req_ids, bitmask):
+            if req_id in where:
+                v["bitmask"][where[req_id]] = mask
+    for (r, _), is_real in zip(ordered, real):
+        r.fresh = False
+        r.outputs += is_real
+    return StepBatch(key, buf, v, [r.req_id for r, _ in ordered], rows, real)

@@ -1,24 +1,29 @@
-"""Offline vLLM throughput on ``tpu`` (torch_tpu's platform plugin) vs vLLM's own CPU engine.
+"""Offline vLLM throughput on ``tpu`` (torch_tpu's step runner) vs vLLM's own CPU engine.
 
 Run with the serving environment:  .venv-serve/bin/python benchmarks/vllm_throughput.py
-(options: --prompts N --prompt-len L --max-tokens T --models tiny,100m --modes fused,eager,compile
---large-modes fused,eager,compile).
+(options: --models tiny,100m --batches 1,8,32 --rounds 3 --prompt-len 32 --max-tokens 64
+--legacy fused: also run vLLM's own runner on tpu in that TORCH_TPU_VLLM_MODE).
 
-Each model (a tiny Llama and a ~100M-parameter Llama, both built from a config with random
-weights and saved locally) is run by each engine in its own subprocess on the same prompts,
-greedy. Per engine: a warm-up pass, then on new prompts of the same lengths
+Each model (a tiny Llama and a ~100M-parameter Llama, random weights, saved locally) is loaded
+once by each engine in its own worker process; the workers stay up and the driver interleaves
+them: per round and batch size, each engine in turn generates for a new set of prompts (greedy,
+prefix caching off), first with max_tokens=1 (prefill), then with max_tokens=T. Medians over the
+rounds:
   prefill tokens/s = prompt tokens / time of generate(max_tokens=1)
   decode tokens/s  = (generated tokens - one per prompt) / (time of generate(max_tokens=T)
                      - prefill time)
-and the device programs compiled during the measured passes (0 = no recompiles once warm).
-The ``tpu`` device here is XLA's CPU PJRT plugin on the same cores as vLLM's CPU engine.
-Results: benchmarks/results/vllm_throughput.{json,md}.
+and, on tpu, the device programs compiled during the measured rounds (0 = nothing compiled after
+warm-up), the step programs the warm-up captured, and the host's own time per decode step (the
+step's wall time minus the time the host waited for the device: vLLM's scheduler and output
+processing, our request table, packing and dispatch). Both engines must produce the same tokens.
+Results: benchmarks/results/vllm_throughput.{json,md,svg}.
 """
 
 import argparse
 import json
 import os
 import pathlib
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,13 +31,16 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+RESULT = "@@result "
 
 # head_dim 32 / 64: head sizes both vLLM's CPU attention and ours support.
 MODELS = {
     "tiny": dict(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                 num_attention_heads=4, num_key_value_heads=2, head_dim=32, tie_word_embeddings=False),
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=32, tie_word_embeddings=False,
+                 max_position_embeddings=512),
     "100m": dict(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
-                 num_attention_heads=12, num_key_value_heads=12, head_dim=64, tie_word_embeddings=True),
+                 num_attention_heads=12, num_key_value_heads=12, head_dim=64, tie_word_embeddings=True,
+                 max_position_embeddings=1024),
 }
 
 
@@ -41,51 +49,47 @@ def save_model(name, root):
     import transformers
 
     path = root / name
-    config = transformers.LlamaConfig(max_position_embeddings=1024, bos_token_id=1, eos_token_id=2,
-                                      pad_token_id=0, **MODELS[name])
+    config = transformers.LlamaConfig(bos_token_id=1, eos_token_id=2, pad_token_id=0, **MODELS[name])
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config).eval()
     model.save_pretrained(path, safe_serialization=True)
-    params = sum(p.numel() for p in model.parameters())
-    return path, params, config.vocab_size
+    return path, sum(p.numel() for p in model.parameters()), config.vocab_size
 
 
-def prompt_sets(vocab, count, length):
-    """Two sets (warm-up, measured) of `count` prompts with lengths spread over [length/2,
-    length]; same lengths, different tokens."""
-    lengths = [max(2, length // 2 + (length // 2) * i // max(1, count - 1)) for i in range(count)]
-    sets = []
-    for offset in (0, 7):
-        sets.append([[(31 * i + 17 * j + offset) % (vocab - 3) + 3 for j in range(n)]
-                     for i, n in enumerate(lengths)])
-    return sets
+def prompts_for(vocab, batch, length, round_):
+    """`batch` prompts with lengths spread over [length/2, length], new tokens per round."""
+    lengths = [max(2, length // 2 + (length // 2) * i // max(1, batch - 1)) for i in range(batch)]
+    return [[(31 * i + 17 * j + 7919 * round_) % (vocab - 3) + 3 for j in range(n)] for i, n in enumerate(lengths)]
 
 
-def worker(args):
-    """One engine on one model (runs in its own process)."""
-    spec = json.loads(pathlib.Path(args.worker).read_text())
+# ----------------------------------------------------------------------------- worker side
+def worker(spec):
     os.environ.update(OFFLINE)
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine in this process: its stats
-    if spec["engine"] == "cpu":
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: its counters
+    engine = spec["engine"]
+    if engine == "cpu":
         os.environ["TORCH_TPU_VLLM"] = "0"
         os.environ["VLLM_TARGET_DEVICE"] = "cpu"
     else:
         os.environ["TORCH_TPU_VLLM_MODE"] = spec["mode"]
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
-    from vllm.platforms import current_platform
 
-    def compiles():
-        if spec["engine"] != "tpu":
-            return 0
+    llm = LLM(model=spec["model"], skip_tokenizer_init=True, dtype="float32", max_model_len=spec["max_len"],
+              max_num_seqs=max(spec["batches"]), seed=0, enable_prefix_caching=False, enforce_eager=True,
+              kv_cache_memory_bytes=512 * 1024 * 1024)
+
+    def counters():
+        if engine != "tpu":
+            return {}
         import torch
 
-        return int(torch.tpu.compilation_cache_stats()["compiles"])
+        out = {"compiles": int(torch.tpu.compilation_cache_stats()["compiles"])}
+        if spec["mode"] == "program":
+            from torch_tpu.vllm.model_runner import program_stats
 
-    warm, measured = spec["prompts"]
-    llm = LLM(model=spec["model"], skip_tokenizer_init=True, dtype="float32", max_model_len=1024,
-              max_num_seqs=len(warm), seed=0, enforce_eager=True,
-              kv_cache_memory_bytes=256 * 1024 * 1024)
+            out.update(program_stats())
+        return out
 
     def generate(prompts, n):
         params = SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True, detokenize=False)
@@ -93,102 +97,172 @@ def worker(args):
         out = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
         return time.perf_counter() - start, [list(o.outputs[0].token_ids) for o in out]
 
-    t_max = spec["max_tokens"]
-    generate(warm, 1)
-    generate(warm, t_max)
-    before = compiles()
-    t_prefill, _ = generate(measured, 1)
-    t_full, tokens = generate(measured, t_max)
-    prompt_tokens = sum(len(p) for p in measured)
-    decode_tokens = sum(len(t) for t in tokens) - len(measured)
-    result = {
-        "engine": spec["engine"], "mode": spec.get("mode"), "platform": type(current_platform).__name__,
-        "prefill_s": t_prefill, "generate_s": t_full,
-        "prefill_tok_s": prompt_tokens / t_prefill,
-        "decode_tok_s": decode_tokens / max(t_full - t_prefill, 1e-9),
-        "compiles_after_warmup": compiles() - before, "tokens": tokens,
-    }
-    pathlib.Path(spec["out"]).write_text(json.dumps(result))
+    warm = counters()
+    for b in spec["batches"]:  # warm-up: the same loop on other prompts
+        prompts = prompts_for(spec["vocab"], b, spec["prompt_len"], 1000)
+        generate(prompts, 1)
+        generate(prompts, spec["max_tokens"])
+    after_warm = counters()
+    print(RESULT + json.dumps({"ready": True, "warmup_programs": after_warm.get("captures", 0) - warm.get("captures", 0)}),
+          flush=True)
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        if cmd.get("quit"):
+            break
+        prompts = prompts_for(spec["vocab"], cmd["batch"], spec["prompt_len"], cmd["round"])
+        before = counters()
+        t_prefill, _ = generate(prompts, 1)
+        mid = counters()
+        t_full, tokens = generate(prompts, spec["max_tokens"])
+        after = counters()
+        res = {"prefill_s": t_prefill, "full_s": t_full, "tokens": tokens,
+               "prompt_tokens": sum(len(p) for p in prompts)}
+        if engine == "tpu":
+            res["compiles"] = after["compiles"] - before["compiles"]
+            if "steps" in after:
+                steps = after["steps"] - mid["steps"]
+                wait = (after["wait_ns"] - mid["wait_ns"]) / 1e9
+                res["host_ms_per_step"] = (t_full - wait) / max(steps, 1) * 1e3
+                res["runner_host_ms_per_step"] = (after["host_ns"] - mid["host_ns"]) / 1e6 / max(steps, 1)
+        print(RESULT + json.dumps(res), flush=True)
 
 
-def run_engine(python, model_dir, engine, mode, prompts, max_tokens, tmp, timeout):
-    tag = f"{model_dir.name}_{engine}_{mode}"
-    spec_path, out = tmp / f"{tag}.json", tmp / f"{tag}.out.json"
-    spec_path.write_text(json.dumps({"model": str(model_dir), "engine": engine, "mode": mode,
-                                     "prompts": prompts, "max_tokens": max_tokens, "out": str(out)}))
-    env = dict(os.environ, **OFFLINE)
-    env.pop("PYTHONPATH", None)
-    start = time.perf_counter()
-    proc = subprocess.run([python, __file__, "--worker", str(spec_path)], env=env, cwd=tmp,
-                          capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        print(f"{tag} failed (rc {proc.returncode}):\n{proc.stderr[-3000:]}", file=sys.stderr)
-        return {"engine": engine, "mode": mode, "error": proc.stderr.strip().splitlines()[-1:]}
-    result = json.loads(out.read_text())
-    result["process_s"] = time.perf_counter() - start
-    return result
+# ----------------------------------------------------------------------------- driver side
+class Worker:
+    def __init__(self, spec, tmp, timeout):
+        self.spec = spec
+        self.log = open(tmp / f"{spec['label']}.log", "w")
+        env = dict(os.environ, **OFFLINE)
+        env.pop("PYTHONPATH", None)
+        self.proc = subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(spec)], env=env, cwd=tmp,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.timeout = timeout
+        self.ready = self._read()
+
+    def _read(self):
+        deadline = time.monotonic() + self.timeout
+        for line in self.proc.stdout:
+            if line.startswith(RESULT):
+                return json.loads(line[len(RESULT):])
+            if time.monotonic() > deadline:
+                break
+        self.log.flush()
+        tail = pathlib.Path(self.log.name).read_text()[-4000:]
+        raise RuntimeError(f"{self.spec['label']} stopped; the end of its log:\n{tail}")
+
+    def run(self, batch, round_):
+        self.proc.stdin.write(json.dumps({"batch": batch, "round": round_}) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self):
+        try:
+            self.proc.stdin.write(json.dumps({"quit": True}) + "\n")
+            self.proc.stdin.flush()
+            self.proc.wait(timeout=120)
+        except Exception:
+            self.proc.kill()
+        self.log.close()
+
+
+def median(values):
+    return statistics.median(values) if values else float("nan")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--models", default="tiny,100m")
-    parser.add_argument("--modes", default="fused,eager,compile", help="tpu modes for the tiny model (fused, eager, compile)")
-    parser.add_argument("--large-modes", default="fused",
-                        help="tpu modes for the other models (eager takes minutes on the 100M model)")
-    parser.add_argument("--prompts", type=int, default=4)
+    parser.add_argument("--batches", default="1,8,32")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--prompt-len", type=int, default=32)
-    parser.add_argument("--max-tokens", type=int, default=16)
-    parser.add_argument("--timeout", type=int, default=600, help="seconds per engine run")
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--legacy", default="", help="also run vLLM's own runner on tpu in these modes (fused,eager)")
+    parser.add_argument("--timeout", type=int, default=900, help="seconds a worker may take to start")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     if args.worker:
-        return worker(args)
+        return worker(json.loads(args.worker))
 
-    rows, data = [["model", "params", "engine", "prefill tok/s", "decode tok/s",
-                   "compiles after warm-up", "same tokens as CPU engine"]], {"runs": []}
+    batches = [int(b) for b in args.batches.split(",")]
+    rows = [["model", "batch", "engine", "prefill tok/s", "decode tok/s", "decode vs CPU", "prefill vs CPU",
+             "host ms/step", "compiles after warm-up", "same tokens"]]
+    data = {"runs": []}
+    plot = {}
     with tempfile.TemporaryDirectory(prefix="vllm_bench_") as tmp:
         tmp = pathlib.Path(tmp)
         for name in args.models.split(","):
             model_dir, params, vocab = save_model(name, tmp)
-            prompts = prompt_sets(vocab, args.prompts, args.prompt_len)
-            modes = args.modes if name == "tiny" else args.large_modes
-            engines = [("cpu", None)] + [("tpu", m) for m in modes.split(",") if m]
-            results = [run_engine(sys.executable, model_dir, e, m, prompts, args.max_tokens, tmp, args.timeout)
+            engines = [("cpu", None), ("tpu", "program")] + [("tpu", m) for m in args.legacy.split(",") if m]
+            common = {"model": str(model_dir), "vocab": vocab, "batches": batches, "prompt_len": args.prompt_len,
+                      "max_tokens": args.max_tokens, "max_len": MODELS[name]["max_position_embeddings"]}
+            workers = [Worker({**common, "engine": e, "mode": m, "label": f"{name}_{e}_{m}"}, tmp, args.timeout)
                        for e, m in engines]
-            reference = results[0].get("tokens")
-            for r in results:
-                label = "vLLM CPU engine" if r["engine"] == "cpu" else f"tpu ({r['mode']})"
-                if "error" in r:
-                    rows.append([name, f"{params / 1e6:.1f}M", label, "failed", " ".join(r["error"]), "", ""])
-                    continue
-                same = "-" if r["engine"] == "cpu" else ("yes" if r["tokens"] == reference else "no")
-                rows.append([name, f"{params / 1e6:.1f}M", label, f"{r['prefill_tok_s']:.1f}",
-                             f"{r['decode_tok_s']:.1f}", r["compiles_after_warmup"] if r["engine"] == "tpu" else "-",
-                             same])
-                data["runs"].append({"model": name, "params": params, "same_tokens_as_cpu": same,
-                                     **{k: v for k, v in r.items() if k != "tokens"}})
-    data["settings"] = {"prompts": args.prompts, "prompt_len": args.prompt_len, "max_tokens": args.max_tokens,
-                        "dtype": "float32", "greedy": True}
+            try:
+                results = {w.spec["label"]: {b: [] for b in batches} for w in workers}
+                for r in range(args.rounds):
+                    for b in batches:
+                        for w in (workers if r % 2 == 0 else workers[::-1]):  # alternate who goes first
+                            results[w.spec["label"]][b].append(w.run(b, r))
+            finally:
+                for w in workers:
+                    w.close()
+            reference = results[workers[0].spec["label"]]
+            for w in workers:
+                label = "vLLM CPU engine" if w.spec["engine"] == "cpu" else f"tpu ({w.spec['mode']})"
+                for b in batches:
+                    rs = results[w.spec["label"]][b]
+                    prefill = median([x["prompt_tokens"] / x["prefill_s"] for x in rs])
+                    decode = median([b * (args.max_tokens - 1) / max(x["full_s"] - x["prefill_s"], 1e-9) for x in rs])
+                    ref = reference[b]
+                    ref_prefill = median([x["prompt_tokens"] / x["prefill_s"] for x in ref])
+                    ref_decode = median([b * (args.max_tokens - 1) / max(x["full_s"] - x["prefill_s"], 1e-9) for x in ref])
+                    same = all(x["tokens"] == y["tokens"] for x, y in zip(rs, ref))
+                    host = median([x["host_ms_per_step"] for x in rs if "host_ms_per_step" in x])
+                    compiles = sum(x.get("compiles", 0) for x in rs)
+                    is_cpu = w.spec["engine"] == "cpu"
+                    rows.append([name, b, label, f"{prefill:.0f}", f"{decode:.1f}",
+                                 "-" if is_cpu else f"{decode / ref_decode:.2f}x",
+                                 "-" if is_cpu else f"{prefill / ref_prefill:.2f}x",
+                                 "-" if is_cpu or host != host else f"{host:.2f}",
+                                 "-" if is_cpu else compiles, "-" if is_cpu else ("yes" if same else "no")])
+                    data["runs"].append({"model": name, "params": params, "batch": b, "engine": w.spec["engine"],
+                                         "mode": w.spec["mode"], "prefill_tok_s": prefill, "decode_tok_s": decode,
+                                         "host_ms_per_step": None if host != host else host,
+                                         "compiles_after_warmup": compiles, "same_tokens_as_cpu": same,
+                                         "warmup_programs": w.ready.get("warmup_programs"),
+                                         "rounds": [{k: v for k, v in x.items() if k != "tokens"} for x in rs]})
+                    plot.setdefault(name, {}).setdefault(label, []).append((b, decode))
+    data["settings"] = {"batches": batches, "rounds": args.rounds, "prompt_len": args.prompt_len,
+                        "max_tokens": args.max_tokens, "dtype": "float32", "greedy": True, "prefix_caching": False}
     notes = [
-        f"{args.prompts} prompts of {args.prompt_len // 2}-{args.prompt_len} tokens, {args.max_tokens} "
-        "output tokens each, greedy, float32, random weights; one subprocess per engine; measured on "
-        "new prompts after a warm-up pass.",
-        "prefill = prompt tokens / time of generate(max_tokens=1); decode = (generated tokens - 1 "
-        "per prompt) / (time of generate(max_tokens=T) - prefill time).",
-        "tpu here is XLA's CPU PJRT plugin sharing the host's cores with everything else; vLLM's CPU "
-        "engine runs with enforce_eager=True (no Inductor) and its own C++ kernels.",
-        "Modes (TORCH_TPU_VLLM_MODE): fused (default) = each step's forward as one Fused Eager "
-        "program and the sampler as another; eager = op by op (Strict); compile = "
-        "torch.compile(backend='tpu') with attention eager.",
+        f"Batches of {', '.join(map(str, batches))} prompts of {args.prompt_len // 2}-{args.prompt_len} tokens, "
+        f"{args.max_tokens} output tokens each, greedy, float32, random weights; medians of {args.rounds} "
+        "rounds with the engines interleaved (each loaded once in its own worker process, warmed up with the "
+        "same loop on other prompts).",
+        "prefill = prompt tokens / time of generate(max_tokens=1); decode = (generated tokens - 1 per prompt) / "
+        "(time of generate(max_tokens=T) - prefill time).",
+        "host ms/step: a decode step's wall time minus the time the host waited for the device (vLLM's scheduler "
+        "and output processing, the request table, packing, upload and dispatch); with asynchronous scheduling it "
+        "overlaps the device's work.",
+        "tpu here is XLA's CPU PJRT plugin on the same 2 cores as vLLM's CPU engine (its own oneDNN/C++ kernels, "
+        "enforce_eager); the step runner runs each step as one program (TORCH_TPU_VLLM_MODE=program).",
     ]
-    if not args.no_write:
-        sys.path.insert(0, str(HERE))
-        from _results import write
-
-        write("vllm_throughput", "vLLM offline throughput: tpu vs vLLM's CPU engine", data, rows, notes)
-    else:
+    if args.no_write:
         print(json.dumps(data, indent=2))
+        for row in rows:
+            print(" | ".join(str(c) for c in row))
+        return
+    sys.path.insert(0, str(HERE))
+    from _results import write
+    from _svg_plot import line_chart
+
+    write("vllm_throughput", "vLLM offline throughput: tpu (one program per step) vs vLLM's CPU engine",
+          data, rows, notes)
+    for name, series in plot.items():
+        line_chart(str(HERE / "results" / f"vllm_throughput_{name}.svg"),
+                   f"vLLM decode throughput, {name} model", "batch (requests)", "decode tokens/s",
+                   series, x_ticks=[(b, str(b)) for b in batches])
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite: set up (if needed), C++ unit tests (CTest), then the Python tests.
+# The whole test suite: set up every environment the tests use (if needed), C++ unit tests
+# (CTest), then the Python tests.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$root/scripts/setup.sh"
+"$root/scripts/setup_tests.sh"
 cd "$root"
 echo "== C++ unit tests"
 ctest --test-dir build/py --output-on-failure -j "$(nproc)"

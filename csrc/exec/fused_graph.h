@@ -66,6 +66,8 @@ class FusedGraph : public runtime::PendingWork {
   // A flush because `storage`'s contents are needed now: may split the graph at that value.
   void flush_for(const runtime::DeviceStorage* storage) override;
   void forget(runtime::DeviceStorage* storage, bool destroyed) override;
+  // While capturing, a host read of device data cuts the capture (its value would be baked in).
+  void host_read() override;
 
   // torch.compile capture: while on, the graph is cut only by a change of device (never by a
   // repeat or the size limit), so one FX graph records into one program. With `bake`, view

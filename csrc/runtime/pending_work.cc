@@ -19,4 +19,8 @@ void flush_pending_work_for(const DeviceStorage* storage) {
   if (PendingWork* w = g_work.load()) w->flush_for(storage);
 }
 
+void note_host_read() {
+  if (PendingWork* w = g_work.load()) w->host_read();
+}
+
 }  // namespace tpu::runtime

@@ -19,6 +19,9 @@ class PendingWork {
   // `storage` gets contents from outside the recorder, or (`destroyed`) is being destroyed:
   // forget it.
   virtual void forget(DeviceStorage* storage, bool destroyed) = 0;
+  // Device data is being read on the host (a value the recorded work may depend on: a capture
+  // that sees one is not the whole computation - its result would bake the value in).
+  virtual void host_read() {}
 };
 
 // Installed once by the executor layer; null until then.
@@ -28,5 +31,7 @@ PendingWork* pending_work();
 void flush_pending_work();
 // Flushes the pending work, if any, because `storage`'s contents are needed now.
 void flush_pending_work_for(const DeviceStorage* storage);
+// Tells the pending work, if any, that device data is being read on the host.
+void note_host_read();
 
 }  // namespace tpu::runtime

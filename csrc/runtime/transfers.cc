@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "runtime/pending_work.h"
+
 namespace tpu::runtime {
 
 std::shared_ptr<pjrt::Buffer> upload(const pjrt::Client& client, const void* data, ElementType dtype,
@@ -35,6 +37,7 @@ AdoptedUpload upload_adopting(const pjrt::Client& client, const void* data, Elem
 
 void download(const pjrt::Buffer& buffer, void* dst, size_t nbytes, const char* writer,
               WorkTracker& tracker) {
+  note_host_read();
   try {
     buffer.to_host(dst, nbytes);
   } catch (const std::exception& e) {
@@ -44,6 +47,7 @@ void download(const pjrt::Buffer& buffer, void* dst, size_t nbytes, const char* 
 }
 
 void download_async(std::shared_ptr<pjrt::Buffer> buffer, void* dst, size_t nbytes, WorkTracker& tracker) {
+  note_host_read();
   std::shared_ptr<pjrt::Event> done(buffer->to_host_async(dst, nbytes));
   done->on_ready([buffer = std::move(buffer)](const pjrt::ErrorInfo*) mutable { buffer.reset(); });
   tracker.add(done, "non-blocking device-to-host copy");

@@ -7,6 +7,7 @@ captured program reads as part of its computation. The layout (names, dtypes, sh
 of a program's bucket key, so the same layout always means the same offsets.
 """
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +24,7 @@ class Section:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        return math.prod(self.shape)
 
 
 class Layout:

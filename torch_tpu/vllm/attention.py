@@ -14,7 +14,7 @@ to powers of two (padding rows write to a scratch row; padding tokens' cache wri
 null block 0, which vLLM never hands to a request), so the attention depends only on bucketed
 shapes and never reads the device from the host.
 
-The groups (``_Group``) come from one of two places: the one-program step runner
+The groups (``AttentionGroup``) come from one of two places: the one-program step runner
 (``model_runner.py``) derives them on the device from the step's packed metadata; the runner
 paths of ``TORCH_TPU_VLLM_MODE=fused|eager|compile`` get them from vLLM's metadata builder below.
 """
@@ -34,7 +34,7 @@ from vllm.v1.attention.backend import (
 )
 from vllm.v1.kv_cache_interface import KVCacheLayout
 
-from torch_tpu.serving.attention import grouped_attention
+from torch_tpu.serving.attention import AttentionGroup, grouped_attention
 
 
 class TpuTorchAttentionBackend(AttentionBackend):
@@ -74,20 +74,10 @@ class TpuTorchAttentionBackend(AttentionBackend):
 
 
 @dataclass
-class _Group:
-    """Requests attended together: [G requests (padded), L query tokens (padded)]."""
-
-    token_index: torch.Tensor  # [G, L] int64: query row of each slot (0 for padding)
-    write_index: torch.Tensor  # [G * L] int64: output row (-1 = the scratch row)
-    position: torch.Tensor  # [G, L] int64: position of the query token in its sequence
-    block_table: torch.Tensor  # [G, key_blocks] int64: the requests' KV blocks
-
-
-@dataclass
 class TpuTorchAttentionMetadata:
     num_actual_tokens: int
     slot_mapping: torch.Tensor  # [num_actual_tokens] int64, device
-    groups: list  # of _Group: decodes, then prefills
+    groups: list  # of AttentionGroup: decodes, then prefills
 
 
 def _pow2(n: int) -> int:
@@ -113,7 +103,7 @@ class TpuTorchAttentionMetadataBuilder(AttentionMetadataBuilder[TpuTorchAttentio
         key_blocks = min(_pow2(-(-int(seq_lens[requests].max()) // self.block_size)), width)
         dev = self.device
         reqs_dev = torch.from_numpy(reqs).to(dev)
-        return _Group(
+        return AttentionGroup(
             token_index=torch.from_numpy(np.where(valid, token, 0)).to(dev),
             write_index=torch.from_numpy(np.where(valid, token, -1).reshape(-1)).to(dev),
             position=torch.from_numpy(position).to(dev),

@@ -15,7 +15,7 @@ from vllm.logger import init_logger
 from .execution import forward_runner
 from .runner_base import TpuRunnerBase
 
-logger = init_logger(__name__)
+logger = init_logger(f"vllm.{__name__}")  # under "vllm": vLLM configures only its own loggers
 
 
 def _pow2(n: int) -> int:

@@ -2,7 +2,7 @@
 
 Per step (``execute_model`` + ``sample_tokens``):
   1. host: apply the scheduler's changes to the request table (``requests.py``) and pack the
-     step's integer metadata into one buffer (``step_batch.py``; NumPy, no device work);
+     step's integer metadata into one buffer (``torch_tpu.serving.step_batch``; NumPy, no device work);
   2. one upload of that buffer;
   3. one program for the step's bucket: input preparation, model forward, logits, sampler and
      slot-state updates (``step_forward.py``), captured on the bucket's first step and replayed
@@ -20,35 +20,38 @@ runner op by op for those.
 import time
 import weakref
 
-import numpy as np
 import torch
 from vllm.logger import init_logger
 from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, AsyncModelRunnerOutput, LogprobsLists, ModelRunnerOutput
 
 from torch_tpu.serving.packing import upload
 from torch_tpu.serving.sampler import PenaltyState, SamplingSpec
+from torch_tpu.serving.step_batch import Limits, StepRequest, build, layout_for
+from torch_tpu.serving.step_inputs import unpack_output
 from torch_tpu.serving.step_program import StepPrograms
 
 from .attention import TpuTorchAttentionImpl
-from .requests import Request, RequestTable
+from .requests import RequestTable
 from .runner_base import TpuRunnerBase
-from .step_batch import Limits, build, layout_for
 from .step_forward import StepForward
 
-logger = init_logger(__name__)
+logger = init_logger(f"vllm.{__name__}")  # under "vllm": vLLM configures only its own loggers
 
 _RUNNERS = weakref.WeakSet()
 
 
 def program_stats() -> dict:
-    """Captured step programs and host timings of this process's step runners (tests, benchmarks)."""
-    total = {"programs": 0, "captures": 0, "replays": 0, "rerecorded_steps": 0, "steps": 0, "host_ns": 0}
+    """Captured step programs and timings of this process's step runners (tests, benchmarks):
+    ``host_ns`` is the runner's own host time, ``wait_ns`` the time spent waiting for results."""
+    total = {"programs": 0, "captures": 0, "replays": 0, "rerecorded_steps": 0, "steps": 0, "host_ns": 0,
+             "wait_ns": 0}
     for r in list(_RUNNERS):
         total["programs"] += len(r.programs)
         for k in ("captures", "replays", "rerecorded_steps"):
             total[k] += r.programs.stats[k]
         total["steps"] += r.steps
         total["host_ns"] += r.host_ns
+        total["wait_ns"] += r.wait_ns
     return total
 
 
@@ -74,42 +77,23 @@ def unsupported_features(vllm_config) -> list:
 class _StepOutput(AsyncModelRunnerOutput):
     """A launched step; ``get_output`` makes its one read."""
 
-    def __init__(self, batch, packed_out):
+    def __init__(self, runner, batch, packed_out):
+        self.runner = runner
         self.batch = batch
         self.packed_out = packed_out
 
     def get_output(self) -> ModelRunnerOutput:
         b = self.batch
-        out = self.packed_out.cpu().numpy()[b.rows]
-        sampled = [[int(tok)] if real else [] for tok, real in zip(out[:, 0], b.real)]
-        logprobs = None
-        n = b.key.variant.logprobs
-        if n >= 0:
-            ids = np.ascontiguousarray(out[:, 2 : 3 + n])
-            vals = np.ascontiguousarray(out[:, 3 + n : 4 + 2 * n]).view(np.float32)
-            logprobs = LogprobsLists(ids, vals, np.ascontiguousarray(out[:, 1]))
+        start = time.perf_counter_ns()
+        out = self.packed_out.cpu().numpy()
+        self.runner.wait_ns += time.perf_counter_ns() - start
+        tokens, logprobs = unpack_output(out, b.rows, b.key.variant)
         return ModelRunnerOutput(
             req_ids=b.req_ids,
             req_id_to_index={r: i for i, r in enumerate(b.req_ids)},
-            sampled_token_ids=sampled,
-            logprobs=logprobs,
+            sampled_token_ids=[[int(tok)] if real else [] for tok, real in zip(tokens, b.real)],
+            logprobs=LogprobsLists(*logprobs) if logprobs is not None else None,
         )
-
-
-class _PackedStep:
-    """The bucket's step function with its outputs packed into one int32 tensor
-    [rows, 2 + 2 * (N + 1)]: token, rank, then the log-prob token ids and log-prob bits."""
-
-    def __init__(self, forward: StepForward):
-        self.forward = forward
-
-    def __call__(self, *inputs):
-        outs = self.forward(*inputs)
-        tokens = outs[0][:, None]
-        if len(outs) == 1:
-            return [torch.cat([tokens, torch.zeros_like(tokens)], 1)]
-        ids, vals, rank = outs[1:]
-        return [torch.cat([tokens, rank[:, None], ids, vals.contiguous().view(torch.int32)], 1)]
 
 
 class TpuTorchModelRunner(TpuRunnerBase):
@@ -131,6 +115,7 @@ class TpuTorchModelRunner(TpuRunnerBase):
         self._pending = None
         self.steps = 0
         self.host_ns = 0  # host time inside execute_model + sample_tokens
+        self.wait_ns = 0  # time the host waited for steps' results (the device's share)
         _RUNNERS.add(self)
 
     @property
@@ -206,8 +191,9 @@ class TpuTorchModelRunner(TpuRunnerBase):
         grammar = None
         if grammar_output is not None:
             grammar = (grammar_output.structured_output_request_ids, grammar_output.grammar_bitmask)
-        batch = build(self.table, out.num_scheduled_tokens, self.limits, grammar)
-        result = _StepOutput(batch, self._launch(batch))
+        scheduled = out.num_scheduled_tokens
+        batch = build([self.table.requests[r] for r in scheduled], list(scheduled.values()), self.limits, grammar)
+        result = _StepOutput(self, batch, self._launch(batch))
         self.steps += 1
         self.host_ns += time.perf_counter_ns() - start
         return result if self.use_async_scheduling else result.get_output()
@@ -220,7 +206,7 @@ class TpuTorchModelRunner(TpuRunnerBase):
         inputs = [upload(batch.buffer, self.device), self.last_tokens, *state, *self.kv_cache_tensors]
         if key not in self.programs.keys():
             logger.info("tpu step program for %s (sampler %s)", key.describe(), key.variant)
-        fn = _PackedStep(StepForward(self, key, layout_for(key, self.limits)))
+        fn = StepForward(self, key, layout_for(key, self.limits))
         with torch.inference_mode():
             return self.programs.run(key, fn, inputs)[0]
 
@@ -228,7 +214,6 @@ class TpuTorchModelRunner(TpuRunnerBase):
         """Captures the greedy decode programs for every decode-row bucket up to max_num_seqs
         (steps of dummy requests whose KV writes go to the null block). Returns the count."""
         spare = self.limits.spare_slot
-        table = RequestTable(1)
         sizes, n = [], 1
         while True:
             sizes.append(n)
@@ -237,11 +222,8 @@ class TpuTorchModelRunner(TpuRunnerBase):
             n = min(n * 2, self.max_num_reqs)
         before = len(self.programs)
         for size in sizes:
-            table.requests = {
-                f"warmup-{i}": Request(req_id=f"warmup-{i}", tokens=[0], num_prompt=1, spec=SamplingSpec(),
-                                       blocks=[0], num_computed=0, slot=spare)
-                for i in range(size)
-            }
-            batch = build(table, {r: 1 for r in table.requests}, self.limits)
+            reqs = [StepRequest(req_id=f"warmup-{i}", tokens=[0], num_prompt=1, spec=SamplingSpec(),
+                                blocks=[0], num_computed=0, slot=spare) for i in range(size)]
+            batch = build(reqs, [1] * size, self.limits)
             self._launch(batch).cpu()
         return len(self.programs) - before

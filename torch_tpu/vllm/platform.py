@@ -5,7 +5,7 @@ import torch_tpu  # noqa: F401  (registers the device and torch.tpu)
 from vllm.logger import init_logger
 from vllm.platforms.interface import Platform, PlatformEnum
 
-logger = init_logger(__name__)
+logger = init_logger(f"vllm.{__name__}")  # under "vllm": vLLM configures only its own loggers
 
 WORKER_QUALNAME = "torch_tpu.vllm.worker.TpuTorchWorker"
 ATTENTION_QUALNAME = "torch_tpu.vllm.attention.TpuTorchAttentionBackend"

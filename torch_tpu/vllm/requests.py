@@ -12,9 +12,8 @@ Token ids the host does not know yet (with asynchronous scheduling, the token sa
 step still running) are taken on the device from the slot's last sampled token.
 """
 
-from dataclasses import dataclass
-
 from torch_tpu.serving.sampler import SamplingSpec
+from torch_tpu.serving.step_batch import StepRequest
 
 
 class UnsupportedRequest(ValueError):
@@ -59,26 +58,13 @@ def spec_from(params) -> SamplingSpec:
     )
 
 
-@dataclass
-class Request:
-    req_id: str
-    tokens: list  # token ids the host knows: the prompt, then (after a resume) earlier outputs
-    num_prompt: int
-    spec: SamplingSpec
-    blocks: list
-    num_computed: int
-    outputs: int = 0  # real samples launched so far (the RNG counter; min_tokens)
-    slot: int = -1
-    fresh: bool = False  # the slot's device state starts with this step
-
-
 class RequestTable:
     def __init__(self, max_slots: int):
         self.requests = {}
         self.max_slots = max_slots
         self._free = list(range(max_slots - 1, -1, -1))
 
-    def _release(self, req: Request):
+    def _release(self, req: StepRequest):
         if req.slot >= 0:
             self._free.append(req.slot)
             req.slot = -1
@@ -99,7 +85,7 @@ class RequestTable:
             old = self.requests.pop(new.req_id, None)
             if old is not None:  # aborted and resubmitted under the same id
                 self._release(old)
-            self.requests[new.req_id] = Request(
+            self.requests[new.req_id] = StepRequest(
                 req_id=new.req_id,
                 tokens=list(new.prompt_token_ids),
                 num_prompt=len(new.prompt_token_ids),

@@ -15,7 +15,7 @@ from torch_tpu.serving.memory import kv_cache_budget
 
 from .execution import selected_mode
 
-logger = init_logger(__name__)
+logger = init_logger(f"vllm.{__name__}")  # under "vllm": vLLM configures only its own loggers
 
 
 class TpuTorchWorker(Worker):

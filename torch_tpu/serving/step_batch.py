@@ -1,4 +1,8 @@
-"""One vLLM step's host-side plan: its bucket and its packed metadata.
+"""One serving step's host-side plan: its bucket and its packed metadata (engine-neutral).
+
+An engine describes each scheduled request as a ``StepRequest``-shaped object (the tokens the
+host knows, where this step starts, the KV table row, the state slot, the sampling spec) and
+how many tokens the step computes for it; ``build`` lays the step out and packs it.
 
 Rows are the step's requests: decodes (one scheduled token) first, padded to a bucket of D rows,
 then prefills (several tokens: prompts, chunks of them, recomputation after a resume) padded to
@@ -14,13 +18,29 @@ and key blocks Kp, and the sampler variant. Every size is a power of two with a 
 (``serving.buckets``), so steady decoding uses one program per (D, Kd).
 """
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-from torch_tpu.serving.buckets import bucket
-from torch_tpu.serving.packing import Layout, Section
-from torch_tpu.serving.sampler import SamplerVariant, fill_rows
+from .buckets import bucket, fine_bucket
+from .packing import Layout, Section
+from .sampler import SamplerVariant, SamplingSpec, fill_rows
+
+@dataclass
+class StepRequest:
+    """A scheduled request as a step sees it (engines keep one per running request)."""
+
+    req_id: str
+    tokens: list  # token ids the host knows: the prompt, then (after a resume) earlier outputs
+    num_prompt: int
+    spec: SamplingSpec
+    blocks: list  # the KV table row: block ids (vLLM) or slot ids (SGLang, block size 1)
+    num_computed: int  # tokens already in the KV cache: this step's first position
+    outputs: int = 0  # real samples launched so far (the RNG counter; min_tokens)
+    slot: int = -1  # the row of the device state (last sampled token, penalty counts)
+    fresh: bool = False  # the slot's device state starts with this step
+
 
 # Flag bits per row.
 REAL = 1  # the row's sample is an output token (not a discarded partial-prefill sample)
@@ -37,12 +57,12 @@ class Limits:
     row_floor: int = 8
     token_floor: int = 16
     length_floor: int = 16
-    key_floor_tokens: int = 256  # smallest key window (tokens)
+    key_floor_tokens: int = 64  # smallest key window (tokens)
 
     def key_blocks(self, needed: int) -> int:
         floor = -(-self.key_floor_tokens // self.block_size)
         cap = bucket(self.max_blocks)
-        return bucket(needed, floor=min(floor, cap), cap=cap)
+        return fine_bucket(needed, floor=min(floor, cap), cap=cap)
 
 
 @dataclass(frozen=True)
@@ -69,6 +89,7 @@ class BucketKey:
         return ", ".join(parts)
 
 
+@functools.lru_cache(maxsize=512)
 def layout_for(key: BucketKey, limits: Limits) -> Layout:
     s = [Section("ids", "i32", (key.tokens,)), Section("rows", "i32", (key.rows, 4)),
          Section("flags", "i32", (key.rows,))]
@@ -101,11 +122,9 @@ def _penalty_entries(reqs):
     return out
 
 
-def build(table, scheduled: dict, limits: Limits, grammar=None) -> StepBatch:
-    """``scheduled``: req_id -> scheduled token count (the scheduler's order);
-    ``grammar``: None or (request ids, bitmask rows)."""
-    reqs = [table.requests[r] for r in scheduled]
-    counts = [scheduled[r.req_id] for r in reqs]
+def build(reqs, counts, limits: Limits, grammar=None) -> StepBatch:
+    """``reqs``: the scheduled StepRequests (the scheduler's order), ``counts``: tokens each
+    computes this step; ``grammar``: None or (request ids, bitmask rows)."""
     dec = [(r, n) for r, n in zip(reqs, counts) if n == 1]
     pre = [(r, n) for r, n in zip(reqs, counts) if n > 1]
     bs = limits.block_size

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Prepares everything the tests use, on top of the main job's set-up (scripts/setup.sh):
+# GoogleTest and protoc (C++ unit tests) from Debian, the tests' Python dependencies in .venv,
+# the C++ tests, and the serving environment (.venv-serve: vLLM's CPU build and SGLang) that
+# links the torch_tpu built in .venv. Every step is skipped when nothing changed.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+missing=()
+for pkg in libgtest-dev protobuf-compiler; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup_tests: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+"$root/scripts/setup.sh"
+py=.venv/bin/python
+req_hash="$(cat requirements.txt requirements-test.txt requirements-nodeps.txt | sha256sum | cut -c1-16)"
+if [ "$(cat .venv/.test-requirements-hash 2>/dev/null)" != "$req_hash" ]; then
+  echo "setup_tests: installing the tests' pinned Python dependencies"
+  "$py" -m pip install -q --disable-pip-version-check -c requirements.txt -r requirements-test.txt
+  "$py" -m pip install -q --disable-pip-version-check --no-deps -r requirements-nodeps.txt
+  echo "$req_hash" > .venv/.test-requirements-hash
+fi
+
+# Serving: vLLM's CPU build pins an older Transformers than requirements-test.txt, so it gets its
+# own environment (.venv-serve) that links the torch_tpu just built (scripts/setup_serving.sh).
+"$root/scripts/setup_serving.sh"

@@ -85,8 +85,14 @@ def test_streams_and_events():
     assert end.elapsed_time(start) <= 0 <= start.elapsed_time(end)
     with torch.tpu.stream(s):
         z = (x + 1).cpu()
+        assert torch.tpu.current_stream() == s
     torch.testing.assert_close(z, x.cpu() + 1)
     assert torch.tpu.current_stream().device_index == 0
+    # torch.cuda.StreamContext's shape (SGLang's scheduler enters one); None keeps the stream.
+    with torch.tpu.StreamContext(s) as entered:
+        assert entered is s and torch.tpu.current_stream() == s
+    with torch.tpu.StreamContext(None):
+        assert torch.tpu.current_stream() != s
     assert torch.isfinite(y.cpu())
 
 

@@ -12,24 +12,14 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import subprocess
-import time
-import urllib.request
 
 import pytest
-import torch
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-SERVE_PY = ROOT / ".venv-serve" / "bin" / "python"
+from serving_helpers import OFFLINE, SERVE_PY, free_port, needs_serve, save_tiny, transformers_greedy, wait_healthy
+
 HELPER = pathlib.Path(__file__).with_name("vllm_generate.py")
 CLIENT = pathlib.Path(__file__).with_name("vllm_client.py")
-OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-
-needs_serve = pytest.mark.skipif(
-    not SERVE_PY.exists(),
-    reason="vLLM runs in .venv-serve, which is absent: run ./scripts/setup_serving.sh",
-)
 
 PROMPTS = [[1, 5, 9, 42, 7], [3, 8, 100, 2, 17, 33, 64, 12, 90, 11, 4], [250, 6, 77]]
 # New requests in the same buckets as PROMPTS (token counts, query lengths, KV blocks).
@@ -37,50 +27,18 @@ SAME_BUCKET = [[14, 15, 99, 3, 201, 8], [60, 61, 62, 63, 64, 65, 66, 67, 68, 69]
 MAX_TOKENS = 8
 
 
-def _save_tiny(kind, path):
-    os.environ.update(OFFLINE)
-    import transformers
-
-    # head_dim 32: a head size both vLLM's CPU attention and ours support; 4 query heads
-    # over 2 kv heads exercises grouped-query attention.
-    common = dict(
-        vocab_size=256,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=32,
-        max_position_embeddings=256,
-        tie_word_embeddings=False,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=0,
-    )
-    if kind == "llama":
-        config, cls = transformers.LlamaConfig(**common), transformers.LlamaForCausalLM
-    else:
-        config, cls = transformers.Qwen3Config(**common), transformers.Qwen3ForCausalLM
-    torch.manual_seed(0)
-    model = cls(config).eval()
-    model.save_pretrained(path, safe_serialization=True)
-    return path, model
-
-
 @pytest.fixture(scope="module")
 def tiny_llama(tmp_path_factory):
-    return _save_tiny("llama", tmp_path_factory.mktemp("tiny_llama"))
+    return save_tiny("llama", tmp_path_factory.mktemp("tiny_llama"))
 
 
 @pytest.fixture(scope="module")
 def tiny_qwen3(tmp_path_factory):
-    return _save_tiny("qwen3", tmp_path_factory.mktemp("tiny_qwen3"))
+    return save_tiny("qwen3", tmp_path_factory.mktemp("tiny_qwen3"))
 
 
 def _transformers_greedy(model, prompt, n=MAX_TOKENS):
-    with torch.no_grad():
-        out = model.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False, min_new_tokens=n)
-    return out[0, len(prompt):].tolist()
+    return transformers_greedy(model, prompt, n)
 
 
 def _run_vllm(model_dir, engine, tmp_path, jobs, prefix_caching=False, timeout=420, mode=None, engine_args=None):
@@ -296,27 +254,6 @@ def test_prefix_caching_matches_transformers(tiny_llama, tmp_path):
     assert tpu["jobs"][1]["tokens"] == expected
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_healthy(proc, url, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        try:
-            with urllib.request.urlopen(url, timeout=5) as r:
-                if r.status == 200:
-                    return True
-        except OSError:
-            pass
-        time.sleep(1)
-    return False
-
-
 @needs_serve
 @pytest.mark.slow
 def test_openai_server_on_tpu(tiny_llama, tmp_path):
@@ -330,7 +267,7 @@ def test_openai_server_on_tpu(tiny_llama, tmp_path):
     save_word_tokenizer(model_dir)
     prompt = PROMPTS[0]
     expected = _transformers_greedy(model, prompt)
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, **OFFLINE, TORCH_TPU_FALLBACK="error")
     env.pop("PYTHONPATH", None)
     log = open(tmp_path / "server.log", "w")
@@ -344,7 +281,7 @@ def test_openai_server_on_tpu(tiny_llama, tmp_path):
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        healthy = _wait_healthy(server, f"{base}/health", timeout=300)
+        healthy = wait_healthy(server, f"{base}/health", timeout=300)
         assert healthy, (tmp_path / "server.log").read_text()[-6000:]
         out = tmp_path / "client.json"
         client = subprocess.run(

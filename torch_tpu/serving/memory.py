@@ -7,8 +7,8 @@ of the device's memory, minus what is already in use - the CUDA rule.
 On the XLA CPU plugin "device memory" is the host's RAM, shared with the weights, the compiled
 programs, the Python process and everything else on the machine; a fraction of total RAM would
 take most of the machine (and the OOM killer ends the process). There the budget follows vLLM's
-CPU convention: ``VLLM_CPU_KVCACHE_SPACE`` (GiB) when set, else ``DEFAULT_HOST_KV_BYTES`` -
-both capped by the memory actually available (MemAvailable).
+CPU convention: ``VLLM_CPU_KVCACHE_SPACE`` (GiB; ``TORCH_TPU_KVCACHE_SPACE`` for SGLang) when set,
+else ``DEFAULT_HOST_KV_BYTES`` - both capped by the memory actually available (MemAvailable).
 
 An explicit size (``kv_cache_memory_bytes`` / ``--kv-cache-memory-bytes``) is taken as given.
 Whatever the source, a budget that does not fit what is available (minus headroom for the
@@ -37,8 +37,10 @@ def _gib(n: int) -> str:
 
 def kv_cache_budget(device, utilization: float, explicit: int | None = None, env=None,
                     utilization_setting: str = "gpu_memory_utilization",
-                    explicit_setting: str = "kv_cache_memory_bytes"):
-    """(bytes for the KV cache, a sentence saying where the figure comes from)."""
+                    explicit_setting: str = "kv_cache_memory_bytes",
+                    space_env: str = "VLLM_CPU_KVCACHE_SPACE"):
+    """(bytes for the KV cache, a sentence saying where the figure comes from). ``space_env``:
+    the environment variable giving the CPU plugin's budget in GiB (vLLM's name by default)."""
     env = os.environ if env is None else env
     free, total = torch.tpu.mem_get_info(device)
     on_host = torch.tpu.memory_sources(device)["total_memory"] == "host"
@@ -48,17 +50,17 @@ def kv_cache_budget(device, utilization: float, explicit: int | None = None, env
     if explicit is not None:
         want, setting = int(explicit), explicit_setting
         source = f"{explicit_setting}={want}"
-    elif on_host and env.get("VLLM_CPU_KVCACHE_SPACE", "").strip():
-        raw = env["VLLM_CPU_KVCACHE_SPACE"].strip()
+    elif on_host and env.get(space_env, "").strip():
+        raw = env[space_env].strip()
         try:
             want = int(float(raw) * GiB)
         except ValueError:
-            raise KVCacheBudgetError(f"VLLM_CPU_KVCACHE_SPACE={raw!r} is not a number of GiB") from None
-        setting = "VLLM_CPU_KVCACHE_SPACE"
-        source = f"VLLM_CPU_KVCACHE_SPACE={raw} GiB"
+            raise KVCacheBudgetError(f"{space_env}={raw!r} is not a number of GiB") from None
+        setting = space_env
+        source = f"{space_env}={raw} GiB"
     elif on_host:
         want = min(DEFAULT_HOST_KV_BYTES, max(room, 0) // 2)
-        setting = "VLLM_CPU_KVCACHE_SPACE"
+        setting = space_env
         source = (f"the default for the CPU plugin: {_gib(DEFAULT_HOST_KV_BYTES)}, at most half of the "
                   f"{_gib(max(room, 0))} available after {_gib(headroom)} headroom")
     else:

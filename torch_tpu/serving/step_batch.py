@@ -40,6 +40,7 @@ class StepRequest:
     outputs: int = 0  # real samples launched so far (the RNG counter; min_tokens)
     slot: int = -1  # the row of the device state (last sampled token, penalty counts)
     fresh: bool = False  # the slot's device state starts with this step
+    penalize_prompt: bool = True  # repetition penalty counts prompt tokens (vLLM) or not (SGLang)
 
 
 # Flag bits per row.
@@ -117,7 +118,8 @@ def _penalty_entries(reqs):
     out = []
     for r in reqs:
         if r.fresh and r.spec.uses_penalties():
-            out += [(r.slot, t, 0) for t in r.tokens[: r.num_prompt]]
+            if r.penalize_prompt:
+                out += [(r.slot, t, 0) for t in r.tokens[: r.num_prompt]]
             out += [(r.slot, t, 1) for t in r.tokens[r.num_prompt:]]
     return out
 

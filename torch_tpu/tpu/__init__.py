@@ -41,7 +41,7 @@ from .random import (
     set_rng_state,
     set_rng_state_all,
 )
-from .streams import Event, Stream, current_stream, default_stream, stream
+from .streams import Event, Stream, StreamContext, current_stream, default_stream, stream
 from . import pallas  # custom JAX / Pallas kernels (JAX imported lazily)
 
 
@@ -118,5 +118,6 @@ __all__ = [
     "set_rng_state",
     "set_rng_state_all",
     "stream",
+    "StreamContext",
     "synchronize",
 ]

@@ -59,8 +59,9 @@ def default_stream(device=None):
     return torch.Stream(stream_id=0, device_index=s.device_index, device_type=s.device_type)
 
 
-class stream:
-    """Context manager selecting a stream (accepted for API compatibility)."""
+class StreamContext:
+    """Context manager selecting a stream (torch.cuda.StreamContext's shape; ``stream(s)`` makes
+    one). None leaves the current stream as it is."""
 
     def __init__(self, stream):
         self.stream = stream
@@ -76,3 +77,8 @@ class stream:
         if self.prev is not None:
             torch.accelerator.set_stream(self.prev)
         return False
+
+
+def stream(stream):
+    """``with torch.tpu.stream(s):`` - the current stream is ``s`` inside the block."""
+    return StreamContext(stream)

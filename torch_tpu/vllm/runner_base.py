@@ -10,6 +10,8 @@ from vllm.logger import init_logger
 from vllm.model_executor.model_loader import get_model
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
+from torch_tpu.serving import weights
+
 logger = init_logger(f"vllm.{__name__}")  # under "vllm": vLLM configures only its own loggers
 
 
@@ -58,40 +60,17 @@ def _cuda_streams_as_tpu():
 
 
 def lay_out_linear_weights(model) -> int:
-    """Stores every unquantized linear weight [out, in] input-major (a transposed view of an
-    [in, out] storage): same values, but ``F.linear``'s ``x @ W^T`` becomes a plain matrix
-    product on a row-major matrix, which XLA's CPU dot streams about twice as fast for the
-    few rows of a decode step (weights are read once per step, so this is most of a decode
-    step's time). Weights also read by an embedding lookup (tied embeddings) keep their rows
-    contiguous; on the CPU plugin the tied logits projection gets an input-major copy. Returns how
-    many weights moved."""
+    """vLLM's layers for ``torch_tpu.serving.weights.lay_out_linear_weights``."""
     from vllm.model_executor.layers.linear import LinearBase, UnquantizedLinearMethod
     from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
 
-    looked_up = {id(m.weight) for m in model.modules()
-                 if isinstance(m, VocabParallelEmbedding) and not isinstance(m, ParallelLMHead)
-                 and getattr(m, "weight", None) is not None}
-    on_host = torch.tpu.memory_sources()["total_memory"] == "host"
-    moved = 0
-    for m in model.modules():
-        w = getattr(m, "weight", None)
-        if not isinstance(w, torch.Tensor) or w.dim() != 2 or not w.is_contiguous():
-            continue
-        linear = isinstance(m, LinearBase) and isinstance(getattr(m, "quant_method", None), UnquantizedLinearMethod)
-        if not (linear or isinstance(m, ParallelLMHead)):
-            continue
-        with torch.no_grad():
-            if id(w) not in looked_up:
-                w.data = w.data.t().contiguous().t()
-            elif on_host and isinstance(m, ParallelLMHead):
-                # Tied embeddings on the CPU plugin: the logits get their own input-major copy
-                # (vocab x hidden more host memory); otherwise XLA transposes the whole table
-                # into a fresh buffer on every step.
-                m.weight = torch.nn.Parameter(w.data.t().contiguous().t(), requires_grad=False)
-            else:
-                continue
-        moved += 1
-    return moved
+    return weights.lay_out_linear_weights(
+        model,
+        is_linear=lambda m: isinstance(m, LinearBase) and isinstance(getattr(m, "quant_method", None),
+                                                                     UnquantizedLinearMethod),
+        is_lm_head=lambda m: isinstance(m, ParallelLMHead),
+        is_embedding=lambda m: isinstance(m, VocabParallelEmbedding),
+    )
 
 
 class TpuRunnerBase(GPUModelRunner):

@@ -1,0 +1,37 @@
+"""Weight layout for serving on the XLA CPU plugin (engine-neutral).
+
+XLA's CPU dot streams a weight about twice as fast as a plain row-major [in, out] matrix as as
+the ``W^T`` of ``F.linear``'s [out, in] weight, for the few rows of a decode step - and a decode
+step reads every weight once, so this is most of its time. ``lay_out_linear_weights`` stores each
+unquantized linear weight input-major: a transposed view of an [in, out] storage, same values
+(``F.linear``'s transposes cancel in the program). A weight an embedding lookup also reads
+(tied embeddings) keeps its rows contiguous; on the CPU plugin its logits projection gets its own
+input-major copy instead (vocab x hidden more host memory), else XLA would copy the whole table
+on every step. On accelerator plugins layouts are XLA's business and nothing is copied.
+"""
+
+import torch
+
+
+def lay_out_linear_weights(model, is_linear, is_lm_head, is_embedding) -> int:
+    """``is_linear(m)``: an unquantized linear layer read through F.linear; ``is_lm_head(m)``:
+    a logits projection; ``is_embedding(m)``: a lookup table. Returns how many weights moved."""
+    on_host = torch.tpu.memory_sources()["total_memory"] == "host"
+    looked_up = {id(m.weight) for m in model.modules()
+                 if is_embedding(m) and not is_lm_head(m) and getattr(m, "weight", None) is not None}
+    moved = 0
+    for m in model.modules():
+        w = getattr(m, "weight", None)
+        if not isinstance(w, torch.Tensor) or w.dim() != 2 or not w.is_contiguous():
+            continue
+        if not (is_linear(m) or is_lm_head(m)):
+            continue
+        with torch.no_grad():
+            if id(w) not in looked_up:
+                w.data = w.data.t().contiguous().t()
+            elif on_host and is_lm_head(m):
+                m.weight = torch.nn.Parameter(w.data.t().contiguous().t(), requires_grad=False)
+            else:
+                continue
+        moved += 1
+    return moved

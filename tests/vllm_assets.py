@@ -1,4 +1,4 @@
-"""Offline assets for the vLLM tests: a word-level tokenizer with a chat template, saved
+"""Offline assets for the serving tests and benchmarks: a word-level tokenizer with a chat template, saved
 next to a tiny model so `vllm serve` can run its completions and chat endpoints."""
 
 import json
@@ -11,13 +11,13 @@ CHAT_TEMPLATE = (
 )
 
 
-def save_word_tokenizer(path):
-    """Ids 0-3 are specials, 4-251 the words w4 ... w251, 252-255 the chat template's
-    words (user, assistant, system, ':')."""
+def save_word_tokenizer(path, vocab_size=VOCAB_SIZE):
+    """Ids 0-3 are specials, 4 .. vocab_size-5 the words w4 ... , the last 4 the chat
+    template's words (user, assistant, system, ':')."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    words = SPECIALS + [f"w{i}" for i in range(len(SPECIALS), VOCAB_SIZE - 4)]
+    words = SPECIALS + [f"w{i}" for i in range(len(SPECIALS), vocab_size - 4)]
     words += ["user", "assistant", "system", ":"]
     vocab = {w: i for i, w in enumerate(words)}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))

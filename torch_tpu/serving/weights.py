@@ -13,9 +13,19 @@ on every step. On accelerator plugins layouts are XLA's business and nothing is 
 import torch
 
 
-def lay_out_linear_weights(model, is_linear, is_lm_head, is_embedding) -> int:
-    """``is_linear(m)``: an unquantized linear layer read through F.linear; ``is_lm_head(m)``:
-    a logits projection; ``is_embedding(m)``: a lookup table. Returns how many weights moved."""
+def lay_out_linear_weights(model, linear, unquantized, lm_head, embedding) -> int:
+    """The engine's classes: ``linear`` layers whose ``quant_method`` is ``unquantized`` go
+    through F.linear, ``lm_head`` is the logits projection, ``embedding`` a lookup table.
+    Returns how many weights moved."""
+    def is_linear(m):
+        return isinstance(m, linear) and isinstance(getattr(m, "quant_method", None), unquantized)
+
+    def is_lm_head(m):
+        return isinstance(m, lm_head)
+
+    def is_embedding(m):
+        return isinstance(m, embedding)
+
     on_host = torch.tpu.memory_sources()["total_memory"] == "host"
     looked_up = {id(m.weight) for m in model.modules()
                  if is_embedding(m) and not is_lm_head(m) and getattr(m, "weight", None) is not None}

@@ -49,9 +49,10 @@ class TpuSRTPlatform(SRTPlatform):
     # ---- configuration
     def apply_server_args_defaults(self, server_args) -> None:
         """tpu's defaults, where the user gave none: the device, our attention backend, the
-        PyTorch sampler name (the step program samples on the device itself), no CUDA graphs,
-        and the plain scheduler loop (each step's one program and one read are its own
-        synchronisation; SGLang's overlap loop needs CUDA-style streams)."""
+        PyTorch sampler name (the step program samples on the device itself), no CUDA graphs, at
+        most 256 running requests, sleeping when idle, and the plain scheduler loop (each step's
+        one program and one read are its own synchronisation; SGLang's overlap loop relays tokens
+        through CUDA-style streams and events)."""
         if server_args.device is None:
             server_args.device = "tpu"
         if server_args.attention_backend is None:
@@ -62,6 +63,8 @@ class TpuSRTPlatform(SRTPlatform):
             server_args.cuda_graph_backend_decode = "disabled"
         if server_args.cuda_graph_backend_prefill is None:
             server_args.cuda_graph_backend_prefill = "disabled"
+        # Wait for requests instead of polling: on the CPU plugin the host's cores are the device's.
+        server_args.sleep_on_idle = True
         if server_args.max_running_requests is None:
             # vLLM's default: bounds the per-slot device state and the decode buckets.
             server_args.max_running_requests = 256

@@ -32,10 +32,9 @@ from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from sglang.srt.model_executor.forward_context import ForwardContext, forward_context
 
 from torch_tpu.serving import step_inputs, weights
-from torch_tpu.serving.packing import upload
 from torch_tpu.serving.sampler import PenaltyState, SamplingSpec
-from torch_tpu.serving.step_batch import Limits, StepRequest, build, layout_for
-from torch_tpu.serving.step_program import StepPrograms
+from torch_tpu.serving.step_batch import Limits, StepRequest, build
+from torch_tpu.serving.step_state import StepState
 
 from .attention import TpuAttentionBackend
 
@@ -136,34 +135,18 @@ class SGLangStepRunner:
         self.vocab = mr.model_config.vocab_size
         self.limits = Limits(block_size=1, vocab=self.vocab, max_rows=mr.req_to_token_pool.size,
                              max_blocks=self.table.shape[1], spare_slot=rows)
-        self.last_tokens = torch.zeros(rows + 1, dtype=torch.int32, device=self.device)
-        self.penalty = None
+        self.state = StepState("SGLang on tpu", self.limits, self.device)
         self.slot_owner = [None] * rows
         self.specs = {}
-        self.programs = StepPrograms("SGLang on tpu")
         self.steps = 0
         self.stats_path = os.environ.get("TORCH_TPU_SERVING_STATS")
         moved = _lay_out_weights(self.model)
         max_rows = mr.req_to_token_pool.size
         if os.environ.get("TORCH_TPU_SGLANG_WARMUP", "1") != "0":
             start = time.perf_counter()
-            count = self.warm_up(max_rows)
+            count = self.state.warm_up(max_rows, self._make_step, self.kv)
             logger.info("tpu warm-up: %d step programs captured in %.1f s", count, time.perf_counter() - start)
         logger.info("tpu step runner ready: %d linear weights stored input-major", moved)
-
-    def warm_up(self, max_rows: int) -> int:
-        """Captures the greedy decode program of every decode-row bucket up to ``max_rows`` at the
-        smallest key window (dummy rows: their KV writes go to the padding slot 0 and their
-        state to the spare slot). Returns the count."""
-        before, n, spare = len(self.programs), 1, self.limits.spare_slot
-        while True:
-            reqs = [StepRequest(req_id=f"warmup-{i}", tokens=[0], num_prompt=1, spec=SamplingSpec(), blocks=[0],
-                                num_computed=0, slot=spare) for i in range(n)]
-            self._launch(build(reqs, [1] * n, self.limits)).cpu()
-            if n >= max_rows:
-                break
-            n = min(max(16, n * 2), max_rows)  # 1 (the 8-row bucket), 16, 32, ... max_rows
-        return len(self.programs) - before
 
     def _requests(self, batch):
         seq = batch.seq_lens_cpu.tolist()
@@ -191,7 +174,7 @@ class SGLangStepRunner:
             raise NotImplementedError(f"SGLang on tpu: forward mode {mode.name} is not supported")
         reqs, counts = self._requests(batch)
         plan = build(reqs, counts, self.limits)
-        out = self._launch(plan).cpu().numpy()
+        out = self.state.launch(plan, self._make_step, self.kv).cpu().numpy()
         tokens, _ = step_inputs.unpack_output(out, plan.rows, plan.key.variant)
         by_rid = dict(zip(plan.req_ids, tokens.tolist()))
         self.steps += 1
@@ -202,24 +185,16 @@ class SGLangStepRunner:
                                      next_token_ids=next_ids, can_run_cuda_graph=False)
 
 
-    def _launch(self, plan):
-        key = plan.key
-        if key.variant.penalties and self.penalty is None:
-            self.penalty = PenaltyState.allocate(self.limits.spare_slot, self.vocab, self.device)
-        state = self.penalty.tensors() if key.variant.penalties else []
-        inputs = [upload(plan.buffer, self.device), self.last_tokens, *state, *self.kv]
-        if key not in self.programs.keys():
-            logger.info("tpu step program for %s (sampler %s)", key.describe(), key.variant)
-        fn = _StepForward(self, key, layout_for(key, self.limits))
-        with torch.inference_mode():
-            return self.programs.run(key, fn, inputs)[0]
+    def _make_step(self, key, layout):
+        return _StepForward(self, key, layout)
 
     def _write_stats(self):
         """The counters tests and benchmarks read (TORCH_TPU_SERVING_STATS=path)."""
         import torch_tpu
 
         cache = torch.tpu.compilation_cache_stats()
-        stats = {"steps": self.steps, "programs": len(self.programs), **self.programs.stats,
+        programs = self.state.programs
+        stats = {"steps": self.steps, "programs": len(programs), **programs.stats,
                  "compiles": cache["compiles"], "executions": cache["executions"],
                  "fallbacks": torch_tpu.fallback_counts()}
         tmp = self.stats_path + ".tmp"
@@ -267,13 +242,8 @@ def _lay_out_weights(model) -> int:
     from sglang.srt.layers.quantization.unquant import UnquantizedLinearMethod
     from sglang.srt.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
 
-    return weights.lay_out_linear_weights(
-        model,
-        is_linear=lambda m: isinstance(m, LinearBase) and isinstance(getattr(m, "quant_method", None),
-                                                                     UnquantizedLinearMethod),
-        is_lm_head=lambda m: isinstance(m, ParallelLMHead),
-        is_embedding=lambda m: isinstance(m, VocabParallelEmbedding),
-    )
+    return weights.lay_out_linear_weights(model, LinearBase, UnquantizedLinearMethod, ParallelLMHead,
+                                          VocabParallelEmbedding)
 
 
 def runner_for(worker) -> SGLangStepRunner:

@@ -24,11 +24,9 @@ import torch
 from vllm.logger import init_logger
 from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, AsyncModelRunnerOutput, LogprobsLists, ModelRunnerOutput
 
-from torch_tpu.serving.packing import upload
-from torch_tpu.serving.sampler import PenaltyState, SamplingSpec
-from torch_tpu.serving.step_batch import Limits, StepRequest, build, layout_for
+from torch_tpu.serving.step_batch import Limits, build
 from torch_tpu.serving.step_inputs import unpack_output
-from torch_tpu.serving.step_program import StepPrograms
+from torch_tpu.serving.step_state import StepState
 
 from .attention import TpuTorchAttentionImpl
 from .requests import RequestTable
@@ -46,9 +44,11 @@ def program_stats() -> dict:
     total = {"programs": 0, "captures": 0, "replays": 0, "rerecorded_steps": 0, "steps": 0, "host_ns": 0,
              "wait_ns": 0}
     for r in list(_RUNNERS):
-        total["programs"] += len(r.programs)
+        if r.state is None:
+            continue
+        total["programs"] += len(r.state.programs)
         for k in ("captures", "replays", "rerecorded_steps"):
-            total[k] += r.programs.stats[k]
+            total[k] += r.state.programs.stats[k]
         total["steps"] += r.steps
         total["host_ns"] += r.host_ns
         total["wait_ns"] += r.wait_ns
@@ -105,11 +105,9 @@ class TpuTorchModelRunner(TpuRunnerBase):
                 f"vLLM on tpu: the one-program step runner does not support {', '.join(blocked)}; "
                 "set TORCH_TPU_VLLM_MODE=fused to run vLLM's own model runner op by op instead"
             )
-        self.programs = StepPrograms("vLLM on tpu")
         self.table = RequestTable(self.max_num_reqs)
         self.limits = None
-        self.last_tokens = None
-        self.penalty = None
+        self.state = None  # StepState, once the KV cache exists
         self.attention_layers = []
         self.kv_cache_tensors = []
         self._pending = None
@@ -117,10 +115,6 @@ class TpuTorchModelRunner(TpuRunnerBase):
         self.host_ns = 0  # host time inside execute_model + sample_tokens
         self.wait_ns = 0  # time the host waited for steps' results (the device's share)
         _RUNNERS.add(self)
-
-    @property
-    def block_size(self) -> int:
-        return self.limits.block_size
 
     def initialize_kv_cache(self, kv_cache_config, *args, **kwargs) -> None:
         super().initialize_kv_cache(kv_cache_config, *args, **kwargs)
@@ -136,8 +130,7 @@ class TpuTorchModelRunner(TpuRunnerBase):
             max_blocks=-(-self.max_model_len // block_size),
             spare_slot=self.max_num_reqs,
         )
-        self.last_tokens = torch.zeros(self.max_num_reqs + 1, dtype=torch.int32, device=self.device)
-        self.programs.clear()
+        self.state = StepState("vLLM on tpu", self.limits, self.device)
 
     def initialize_kv_cache_tensors(self, kv_cache_config, kernel_block_sizes, kv_cache_allocation_context=None):
         """One storage per layer, instead of vLLM's single int8 allocation with the layers
@@ -172,7 +165,8 @@ class TpuTorchModelRunner(TpuRunnerBase):
 
     def reload_weights(self, *args, **kwargs) -> None:
         super().reload_weights(*args, **kwargs)
-        self.programs.clear()  # programs hold the weights they captured
+        if self.state is not None:
+            self.state.programs.clear()  # programs hold the weights they captured
 
     def execute_model(self, scheduler_output, intermediate_tensors=None):
         start = time.perf_counter_ns()
@@ -199,31 +193,12 @@ class TpuTorchModelRunner(TpuRunnerBase):
         return result if self.use_async_scheduling else result.get_output()
 
     def _launch(self, batch):
-        key = batch.key
-        if key.variant.penalties and self.penalty is None:
-            self.penalty = PenaltyState.allocate(self.max_num_reqs, self.limits.vocab, self.device)
-        state = self.penalty.tensors() if key.variant.penalties else []
-        inputs = [upload(batch.buffer, self.device), self.last_tokens, *state, *self.kv_cache_tensors]
-        if key not in self.programs.keys():
-            logger.info("tpu step program for %s (sampler %s)", key.describe(), key.variant)
-        fn = StepForward(self, key, layout_for(key, self.limits))
-        with torch.inference_mode():
-            return self.programs.run(key, fn, inputs)[0]
+        return self.state.launch(batch, self._make_step, self.kv_cache_tensors)
+
+    def _make_step(self, key, layout):
+        return StepForward(self, key, layout)
 
     def warm_up(self) -> int:
-        """Captures the greedy decode programs for every decode-row bucket up to max_num_seqs
-        (steps of dummy requests whose KV writes go to the null block). Returns the count."""
-        spare = self.limits.spare_slot
-        sizes, n = [], 1
-        while True:
-            sizes.append(n)
-            if n >= self.max_num_reqs:
-                break
-            n = min(n * 2, self.max_num_reqs)
-        before = len(self.programs)
-        for size in sizes:
-            reqs = [StepRequest(req_id=f"warmup-{i}", tokens=[0], num_prompt=1, spec=SamplingSpec(),
-                                blocks=[0], num_computed=0, slot=spare) for i in range(size)]
-            batch = build(reqs, [1] * size, self.limits)
-            self._launch(batch).cpu()
-        return len(self.programs) - before
+        """Captures the greedy decode programs up to max_num_seqs (``StepState.warm_up``); returns
+        the count."""
+        return self.state.warm_up(self.max_num_reqs, self._make_step, self.kv_cache_tensors)

@@ -64,13 +64,8 @@ def lay_out_linear_weights(model) -> int:
     from vllm.model_executor.layers.linear import LinearBase, UnquantizedLinearMethod
     from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
 
-    return weights.lay_out_linear_weights(
-        model,
-        is_linear=lambda m: isinstance(m, LinearBase) and isinstance(getattr(m, "quant_method", None),
-                                                                     UnquantizedLinearMethod),
-        is_lm_head=lambda m: isinstance(m, ParallelLMHead),
-        is_embedding=lambda m: isinstance(m, VocabParallelEmbedding),
-    )
+    return weights.lay_out_linear_weights(model, LinearBase, UnquantizedLinearMethod, ParallelLMHead,
+                                          VocabParallelEmbedding)
 
 
 class TpuRunnerBase(GPUModelRunner):

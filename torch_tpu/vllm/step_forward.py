@@ -28,7 +28,7 @@ class StepForward:
         r, key = self.runner, self.key
         v = self.layout.device_views(packed)
         penalty = PenaltyState(*tensors[:2]) if key.variant.penalties else None
-        inputs = step_inputs.derive(v, key, r.block_size, last_tokens)
+        inputs = step_inputs.derive(v, key, r.limits.block_size, last_tokens)
         t = key.tokens
         metadata = TpuTorchAttentionMetadata(num_actual_tokens=t, slot_mapping=inputs.kv_slots, groups=inputs.groups)
         layers = r.attention_layers

@@ -80,7 +80,9 @@ def server_command(kind, model, port, max_len, oot_dir):
         return cmd, common_env
     cmd = [str(BIN / "python"), "-m", "sglang.launch_server", "--model-path", str(model), "--served-model-name", "m",
            "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--max-running-requests", "32",
-           "--context-length", str(max_len), "--disable-radix-cache"]
+           "--context-length", str(max_len), "--disable-radix-cache",
+           # its torch.distributed store: a port of our block, not a random one two servers may share
+           "--nccl-port", str(port + 10)]
     if kind == "sglang-cpu":
         cmd += ["--max-total-tokens", str(KV_BYTES // _token_bytes(model))]
         common_env.update(TORCH_TPU_SGLANG="0", PYTHONPATH=str(oot_dir))
@@ -95,8 +97,32 @@ def _token_bytes(model):
     return 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * head * 4
 
 
+def _port_free(port) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def free_port_block(start, count, width=50):
+    """``count`` ports ``width`` apart with the ``width`` ports after each free (SGLang takes a few
+    ports after its own for its processes)."""
+    ports, port = [], start
+    while len(ports) < count:
+        if all(_port_free(p) for p in range(port, port + width)):
+            ports.append(port)
+        port += width
+    return ports
+
+
 class Server:
     def __init__(self, kind, model, port, max_len, oot_dir, log_dir):
+        if not _port_free(port):
+            raise RuntimeError(f"port {port} is taken: another server is running")
         cmd, env = server_command(kind, model, port, max_len, oot_dir)
         self.kind, self.port = kind, port
         self.log = open(log_dir / f"{kind}.log", "w")
@@ -154,7 +180,12 @@ def load(port, model, concurrency, args, out_dir, label):
     return {k: data[k] for k in METRICS}
 
 
+def _terminate(signum, frame):
+    raise SystemExit(f"stopped by signal {signum}")  # runs the finally blocks: servers are stopped
+
+
 def main():
+    signal.signal(signal.SIGTERM, _terminate)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="tiny,100m")
     parser.add_argument("--servers", default="vllm-tpu,vllm-cpu,sglang-tpu,sglang-cpu")
@@ -176,8 +207,11 @@ def main():
         for name in args.models.split(","):
             model = save_model(name, tmp)
             max_len = MODELS[name]["max_position_embeddings"]
-            servers = [Server(k, model, 31500 + 50 * i, max_len, oot, tmp) for i, k in enumerate(kinds)]
+            ports = free_port_block(31500, len(kinds))
+            servers = []
             try:
+                for kind, port in zip(kinds, ports):
+                    servers.append(Server(kind, model, port, max_len, oot, tmp))
                 for s in servers:
                     s.wait(args.timeout)
                 results = {(s.kind, c): [] for s in servers for c in levels}

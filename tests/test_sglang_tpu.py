@@ -106,7 +106,7 @@ def test_sglang_server_on_tpu(tmp_path):
     r = json.loads(out.read_text())
     expected = [transformers_greedy(model, p, MAX_TOKENS) for p in PROMPTS]
     assert r["single"] == expected
-    assert r["batched"] == expected
+    assert r["batched"] == expected and r["batched_again"] == expected
     shared_expected = [transformers_greedy(model, p, MAX_TOKENS) for p in shared]
     assert r["shared_first"] == shared_expected and r["shared_again"] == shared_expected
     assert all(c >= 32 for c in r["cached_tokens"]), r["cached_tokens"]  # the radix cache served the prefix
@@ -126,6 +126,9 @@ def test_sglang_server_on_tpu(tmp_path):
     before, after, end = r["stats_before"], r["stats_after"], r["stats_end"]
     assert after["steps"] > before["steps"]
     assert after["executions"] - before["executions"] == after["steps"] - before["steps"]
+    warm, again = r["stats_warm"], r["stats_again"]
+    assert again["steps"] > warm["steps"] and again["compiles"] == warm["compiles"]
+    assert again["captures"] == warm["captures"]
     assert end["fallbacks"] == {} and end["rerecorded_steps"] == 0
     # SIGINT: the server and its scheduler and detokenizer processes are gone. SGLang's launcher
     # ends by re-raising the KeyboardInterrupt (exit by SIGINT, or 130), as it does on every device.

@@ -67,9 +67,11 @@ def cpu_platform_dir(root):
     return d
 
 
-def server_command(kind, model, port, max_len, oot_dir):
+def server_command(kind, model, port, max_len, oot_dir, stats_path):
     common_env = dict(os.environ, **OFFLINE)
     common_env.pop("PYTHONPATH", None)
+    if kind.endswith("-tpu"):
+        common_env["TORCH_TPU_SERVING_STATS"] = str(stats_path)  # the step runner's counters
     if kind.startswith("vllm"):
         cmd = [str(BIN / "vllm"), "serve", str(model), "--served-model-name", "m", "--host", "127.0.0.1",
                "--port", str(port), "--dtype", "float32", "--max-num-seqs", "32", "--max-model-len", str(max_len),
@@ -101,6 +103,7 @@ def _port_free(port) -> bool:
     import socket
 
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind: TIME_WAIT is free
         try:
             s.bind(("127.0.0.1", port))
             return True
@@ -123,7 +126,8 @@ class Server:
     def __init__(self, kind, model, port, max_len, oot_dir, log_dir):
         if not _port_free(port):
             raise RuntimeError(f"port {port} is taken: another server is running")
-        cmd, env = server_command(kind, model, port, max_len, oot_dir)
+        self.stats_path = log_dir / f"{kind}.stats.json"
+        cmd, env = server_command(kind, model, port, max_len, oot_dir, self.stats_path)
         self.kind, self.port = kind, port
         self.log = open(log_dir / f"{kind}.log", "w")
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=log_dir,
@@ -144,6 +148,16 @@ class Server:
                 pass
             time.sleep(2)
         raise RuntimeError(f"{self.kind} did not become healthy in {timeout} s; see {self.log.name}")
+
+    def programs(self):
+        """(step programs captured, programs compiled) by the tpu server's process so far - a
+        capture whose program is in the disk cache compiles nothing; None for the CPU engines."""
+        if not self.kind.endswith("-tpu"):
+            return None
+        if not self.stats_path.exists():
+            return (0, 0)
+        stats = json.loads(self.stats_path.read_text())
+        return (stats["captures"], stats["compiles"])
 
     def stop(self):
         if self.proc.poll() is None:
@@ -199,7 +213,7 @@ def main():
     kinds = args.servers.split(",")
     levels = [int(c) for c in args.concurrency.split(",")]
     rows = [["model", "concurrency", "server", "output tok/s", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms",
-             "tok/s vs same engine on CPU"]]
+             "tok/s vs same engine on CPU", "programs captured / compiled in measured runs"]]
     data, plot = {"runs": []}, {}
     with tempfile.TemporaryDirectory(prefix="serving_online_") as tmp:
         tmp = pathlib.Path(tmp)
@@ -215,13 +229,18 @@ def main():
                 for s in servers:
                     s.wait(args.timeout)
                 results = {(s.kind, c): [] for s in servers for c in levels}
+                new_programs = {(s.kind, c): [0, 0] for s in servers for c in levels}
                 for r in range(args.rounds):
                     for c in levels:
                         for s in (servers if r % 2 == 0 else servers[::-1]):
                             label = f"{name}_{s.kind}_c{c}_r{r}"
                             if r == 0:
                                 load(s.port, model, c, args, tmp, label + "_warmup")
+                            before = s.programs()
                             results[(s.kind, c)].append(load(s.port, model, c, args, tmp, label))
+                            if before is not None:
+                                for i, (b, a) in enumerate(zip(before, s.programs())):
+                                    new_programs[(s.kind, c)][i] += a - b
                             print(f"{label}: {results[(s.kind, c)][-1]}", flush=True)
             finally:
                 for s in servers:
@@ -235,8 +254,10 @@ def main():
                         ref = statistics.median(x["output_throughput"] for x in results[(base, c)])
                         ratio = f"{med['output_throughput'] / ref:.2f}x"
                     rows.append([name, c, kind, f"{med['output_throughput']:.1f}", f"{med['p50_ttft_ms']:.1f}",
-                                 f"{med['p99_ttft_ms']:.1f}", f"{med['p50_itl_ms']:.2f}", f"{med['p99_itl_ms']:.2f}", ratio])
+                                 f"{med['p99_ttft_ms']:.1f}", f"{med['p50_itl_ms']:.2f}", f"{med['p99_itl_ms']:.2f}", ratio,
+                                 "{} / {}".format(*new_programs[(kind, c)]) if kind.endswith("-tpu") else "-"])
                     data["runs"].append({"model": name, "concurrency": c, "server": kind, **med,
+                                         "captured_compiled_in_measured_runs": new_programs[(kind, c)],
                                          "rounds": results[(kind, c)]})
                     plot.setdefault(name, {}).setdefault(kind, []).append((c, med["output_throughput"]))
     data["settings"] = {"input_len": args.input_len, "output_len": args.output_len, "rounds": args.rounds,
@@ -247,6 +268,8 @@ def main():
         f"per run; medians of {args.rounds} rounds with the servers taking turns, each after a warm-up run of the "
         "same load; prefix/radix caching off; float32; random-weight Llamas with a word-level tokenizer.",
         "tpu is XLA's CPU PJRT plugin on the same 2 cores: the servers share the machine with the load generator.",
+        "programs captured / compiled in measured runs: step programs the tpu server captured during the measured "
+        "runs (each a stall of the server) and how many of those XLA compiled (the rest came from the disk cache).",
         "sglang-cpu: SGLang on the host through an out-of-tree CPU platform with SGLang's torch_native attention "
         "(benchmarks/sglang_cpu/; SGLang's own CPU engine needs a source build of sgl_kernel).",
     ]

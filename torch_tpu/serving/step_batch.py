@@ -15,7 +15,10 @@ from these on the device.
 
 The bucket: tokens T, decode rows D and their key blocks Kd, prefill rows P with query length L
 and key blocks Kp, and the sampler variant. Every size is a power of two with a floor
-(``serving.buckets``), so steady decoding uses one program per (D, Kd).
+(``serving.buckets``), so steady decoding uses one program per (D, Kd). A step may also run in a
+larger bucket that covers its own (``BucketKey.covers``; padding rows and tokens change nothing):
+``build``'s ``choose`` picks it, which is how steps mixing prefills and decodes reuse programs
+(``StepState``).
 """
 
 import functools
@@ -81,6 +84,22 @@ class BucketKey:
     def rows(self) -> int:
         return self.decodes + self.prefills
 
+    def covers(self, other: "BucketKey", prefill_tokens: int) -> bool:
+        """Whether a step of bucket ``other`` with ``prefill_tokens`` prefill tokens fits this
+        bucket: every size at least as large, the same sampler, and room for the prefill tokens
+        after this bucket's decode rows."""
+        return (self.variant == other.variant and self.decodes >= other.decodes
+                and self.decode_blocks >= other.decode_blocks and self.prefills >= other.prefills
+                and self.prefill_len >= other.prefill_len and self.prefill_blocks >= other.prefill_blocks
+                and self.penalty_tokens >= other.penalty_tokens
+                and self.tokens >= self.decodes + (prefill_tokens if other.prefills else 0))
+
+    def cost(self, block_size: int) -> float:
+        """A rough estimate of the step's work, in tokens through the model: a token's
+        projections weigh about as much as 64 query-key pairs of attention."""
+        pairs = (self.decodes * self.decode_blocks + self.prefills * self.prefill_len * self.prefill_blocks) * block_size
+        return self.tokens + pairs / 64
+
     def describe(self) -> str:
         parts = [f"T={self.tokens}"]
         if self.decodes:
@@ -124,9 +143,10 @@ def _penalty_entries(reqs):
     return out
 
 
-def build(reqs, counts, limits: Limits, grammar=None) -> StepBatch:
+def build(reqs, counts, limits: Limits, grammar=None, choose=None) -> StepBatch:
     """``reqs``: the scheduled StepRequests (the scheduler's order), ``counts``: tokens each
-    computes this step; ``grammar``: None or (request ids, bitmask rows)."""
+    computes this step; ``grammar``: None or (request ids, bitmask rows); ``choose``: None or
+    ``choose(key, prefill_tokens)`` -> the bucket to run in (``key`` or one that covers it)."""
     dec = [(r, n) for r, n in zip(reqs, counts) if n == 1]
     pre = [(r, n) for r, n in zip(reqs, counts) if n > 1]
     bs = limits.block_size
@@ -139,13 +159,16 @@ def build(reqs, counts, limits: Limits, grammar=None) -> StepBatch:
     kp = limits.key_blocks(need(pre)) if pre else 0
     length = bucket(max(n for _, n in pre), floor=limits.length_floor) if pre else 0
     ordered = dec + pre
-    rows = np.concatenate([np.arange(len(dec)), d + np.arange(len(pre))]).astype(np.int64)
     specs = [r.spec for r, _ in ordered]
     outputs = [r.outputs for r, _ in ordered]
     variant = SamplerVariant.for_batch(specs, limits.vocab, outputs, bitmask=grammar is not None,
                                        bucket=lambda n: bucket(n, floor=16))
     penalty = _penalty_entries(r for r, _ in ordered) if variant.penalties else []
     key = BucketKey(t, d, kd, p, length, kp, variant, bucket(len(penalty), floor=16) if variant.penalties else 0)
+    if choose is not None:
+        key = choose(key, pre_tokens)
+        d = key.decodes
+    rows = np.concatenate([np.arange(len(dec)), d + np.arange(len(pre))]).astype(np.int64)
     layout = layout_for(key, limits)
     buf, v = layout.host_buffer()
 

@@ -34,6 +34,9 @@ class StepPrograms:
     def __len__(self):
         return len(self._graphs) + len(self._rerecord)
 
+    def __contains__(self, key):
+        return key in self._graphs or key in self._rerecord
+
     def keys(self):
         return list(self._graphs) + list(self._rerecord)
 

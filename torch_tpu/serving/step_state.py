@@ -3,11 +3,23 @@
 
 Per state slot (a running request; one spare slot takes padding rows' writes): the last sampled
 token - the next step's input where the host does not know it yet - and, from the first batch
-that uses penalties, the penalty counts and prompt masks. ``launch`` makes the step's one upload
-and runs its bucket's program; ``warm_up`` captures the decode programs an engine will need.
+that uses penalties, the penalty counts and prompt masks.
+
+``plan`` lays a step out. A step whose bucket has no program yet runs in a compiled bucket that
+covers it, when that costs at most ``cover_ratio`` times its own (twice that for steps with
+prefills: each such shape is met once or twice as requests arrive, where a capture would stall
+the server for far longer than one padded step); shapes that come and go (prefills arriving
+beside decodes, the tail of a burst) would otherwise each cost a compile. A bucket met
+``promote_after`` times (steady decoding of a smaller batch, a steady arrival pattern) gets its
+own program. ``launch`` makes the step's one upload and runs its
+bucket's program; ``warm_up`` captures the decode programs an engine will need. ``served``
+counts a served step and, with ``TORCH_TPU_SERVING_STATS=path``, writes the counters tests and
+benchmarks read from a server process to that file.
 """
 
+import json
 import logging
+import os
 
 import torch
 
@@ -20,13 +32,40 @@ logger = logging.getLogger("torch_tpu.serving")
 
 
 class StepState:
-    def __init__(self, label: str, limits, device):
+    def __init__(self, label: str, limits, device, cover_ratio: float = 2.0, promote_after: int = 64, log=None):
         self.label = label
+        self.log = log or logger  # engines pass a logger their own logging configuration shows
         self.limits = limits
         self.device = device
         self.programs = StepPrograms(label)
         self.last_tokens = torch.zeros(limits.spare_slot + 1, dtype=torch.int32, device=device)
         self.penalty = None
+        self.cover_ratio = cover_ratio  # 0: every step in its own bucket
+        self.steps = 0  # served steps (warm-up not counted)
+        self.promote_after = promote_after
+        self.covered = 0  # steps run in a larger compiled bucket
+        self._covered_by_key = {}
+        self.stats_path = os.environ.get("TORCH_TPU_SERVING_STATS")
+
+    def plan(self, reqs, counts, grammar=None):
+        """``step_batch.build`` with this engine's choice of bucket."""
+        return build(reqs, counts, self.limits, grammar, choose=self._choose)
+
+    def _choose(self, key, prefill_tokens):
+        if not self.cover_ratio or key in self.programs:
+            return key
+        times = self._covered_by_key.get(key, 0)
+        if times >= self.promote_after:
+            return key
+        bs = self.limits.block_size
+        best = min((k for k in self.programs.keys() if k.covers(key, prefill_tokens)),
+                   key=lambda k: k.cost(bs), default=None)
+        ratio = self.cover_ratio * (2 if key.prefills else 1)
+        if best is None or best.cost(bs) > ratio * key.cost(bs):
+            return key
+        self._covered_by_key[key] = times + 1
+        self.covered += 1
+        return best
 
     def launch(self, plan, make_step, kv_tensors):
         """Runs ``plan``'s step: ``make_step(key, layout)`` builds the step function when its bucket
@@ -36,20 +75,43 @@ class StepState:
             self.penalty = PenaltyState.allocate(self.limits.spare_slot, self.limits.vocab, self.device)
         state = self.penalty.tensors() if key.variant.penalties else []
         inputs = [upload(plan.buffer, self.device), self.last_tokens, *state, *kv_tensors]
-        if key not in self.programs.keys():
-            logger.info("%s: step program for %s (sampler %s)", self.label, key.describe(), key.variant)
+        if key not in self.programs:
+            self.log.info("%s: step program for %s (sampler %s)", self.label, key.describe(), key.variant)
         with torch.inference_mode():
             return self.programs.run(key, make_step(key, layout_for(key, self.limits)), inputs)[0]
 
     def warm_up(self, max_rows: int, make_step, kv_tensors) -> int:
-        """Captures the greedy decode program of every decode-row bucket up to ``max_rows`` at the
-        smallest key window, with dummy rows (KV writes to the engine's padding block 0, state to
-        the spare slot). Returns how many programs it captured."""
-        before, n, spare = len(self.programs), 1, self.limits.spare_slot
-        while True:
-            reqs = [StepRequest(req_id=f"warmup-{i}", tokens=[0], num_prompt=1, spec=SamplingSpec(), blocks=[0],
-                                num_computed=0, slot=spare) for i in range(n)]
-            self.launch(build(reqs, [1] * n, self.limits), make_step, kv_tensors).cpu()
-            if n >= max_rows:
-                return len(self.programs) - before
-            n = min(max(16, n * 2), max_rows)  # 1 (the smallest row bucket), 16, 32, ... max_rows
+        """Captures the decode program of every decode-row bucket up to ``max_rows`` at the
+        smallest key window for the two samplers requests use unless they ask for more: greedy,
+        and temperature alone (the OpenAI APIs' default, temperature 1). Dummy rows: KV writes
+        to the engine's padding block 0, state to the spare slot. Returns how many programs it
+        captured."""
+        before, spare = len(self.programs), self.limits.spare_slot
+        for spec in (SamplingSpec(), SamplingSpec(temperature=1.0, seed=0)):
+            n = 1
+            while True:
+                reqs = [StepRequest(req_id=f"warmup-{i}", tokens=[0], num_prompt=1, spec=spec, blocks=[0],
+                                    num_computed=0, slot=spare) for i in range(n)]
+                self.launch(build(reqs, [1] * n, self.limits), make_step, kv_tensors).cpu()
+                if n >= max_rows:
+                    break
+                n = min(max(16, n * 2), max_rows)  # 1 (the smallest row bucket), 16, 32, ... max_rows
+        return len(self.programs) - before
+
+    def served(self) -> None:
+        """Counts a step an engine served (after its launch)."""
+        self.steps += 1
+        if self.stats_path:
+            self._write_stats()
+
+    def _write_stats(self):
+        import torch_tpu
+
+        cache = torch.tpu.compilation_cache_stats()
+        stats = {"steps": self.steps, "covered_steps": self.covered, "programs": len(self.programs), **self.programs.stats,
+                 "compiles": cache["compiles"], "executions": cache["executions"],
+                 "fallbacks": torch_tpu.fallback_counts()}
+        tmp = f"{self.stats_path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(stats, f)
+        os.replace(tmp, self.stats_path)

@@ -8,6 +8,8 @@ unquantized linear weight input-major: a transposed view of an [in, out] storage
 (tied embeddings) keeps its rows contiguous; on the CPU plugin its logits projection gets its own
 input-major copy instead (vocab x hidden more host memory), else XLA would copy the whole table
 on every step. On accelerator plugins layouts are XLA's business and nothing is copied.
+An engine that projects the logits itself takes its weight from ``logits_weight``, the same rule
+for a tied head that is the embedding module itself (SGLang's tied Llama).
 """
 
 import torch
@@ -26,7 +28,7 @@ def lay_out_linear_weights(model, linear, unquantized, lm_head, embedding) -> in
     def is_embedding(m):
         return isinstance(m, embedding)
 
-    on_host = torch.tpu.memory_sources()["total_memory"] == "host"
+    on_host = _on_host()
     looked_up = {id(m.weight) for m in model.modules()
                  if is_embedding(m) and not is_lm_head(m) and getattr(m, "weight", None) is not None}
     moved = 0
@@ -38,10 +40,27 @@ def lay_out_linear_weights(model, linear, unquantized, lm_head, embedding) -> in
             continue
         with torch.no_grad():
             if id(w) not in looked_up:
-                w.data = w.data.t().contiguous().t()
+                w.data = _input_major(w.data)
             elif on_host and is_lm_head(m):
-                m.weight = torch.nn.Parameter(w.data.t().contiguous().t(), requires_grad=False)
+                m.weight = torch.nn.Parameter(_input_major(w.data), requires_grad=False)
             else:
                 continue
         moved += 1
     return moved
+
+
+def logits_weight(weight: torch.Tensor) -> torch.Tensor:
+    """The [vocab, hidden] weight to project logits with: ``weight`` when already input-major (or
+    on an accelerator plugin), else - an embedding table's rows, kept for lookups - an input-major
+    copy on the CPU plugin."""
+    if weight.dim() == 2 and weight.is_contiguous() and _on_host():
+        return _input_major(weight.detach())
+    return weight
+
+
+def _input_major(w: torch.Tensor) -> torch.Tensor:
+    return w.t().contiguous().t()
+
+
+def _on_host() -> bool:
+    return torch.tpu.memory_sources()["total_memory"] == "host"

@@ -17,7 +17,6 @@ repetition penalty counts output tokens only, as here). Requests the program doe
 admission with HTTP 400 (``unsupported_request``).
 """
 
-import json
 import logging
 import os
 import random
@@ -33,7 +32,7 @@ from sglang.srt.model_executor.forward_context import ForwardContext, forward_co
 
 from torch_tpu.serving import step_inputs, weights
 from torch_tpu.serving.sampler import PenaltyState, SamplingSpec
-from torch_tpu.serving.step_batch import Limits, StepRequest, build
+from torch_tpu.serving.step_batch import Limits, StepRequest
 from torch_tpu.serving.step_state import StepState
 
 from .attention import TpuAttentionBackend
@@ -135,12 +134,11 @@ class SGLangStepRunner:
         self.vocab = mr.model_config.vocab_size
         self.limits = Limits(block_size=1, vocab=self.vocab, max_rows=mr.req_to_token_pool.size,
                              max_blocks=self.table.shape[1], spare_slot=rows)
-        self.state = StepState("SGLang on tpu", self.limits, self.device)
+        self.state = StepState("SGLang on tpu", self.limits, self.device, log=logger)
         self.slot_owner = [None] * rows
         self.specs = {}
-        self.steps = 0
-        self.stats_path = os.environ.get("TORCH_TPU_SERVING_STATS")
         moved = _lay_out_weights(self.model)
+        self.logits_weight = weights.logits_weight(self.model.lm_head.weight)
         max_rows = mr.req_to_token_pool.size
         if os.environ.get("TORCH_TPU_SGLANG_WARMUP", "1") != "0":
             start = time.perf_counter()
@@ -173,34 +171,17 @@ class SGLangStepRunner:
         if not (mode.is_decode() or mode.is_extend() or mode.is_mixed()):
             raise NotImplementedError(f"SGLang on tpu: forward mode {mode.name} is not supported")
         reqs, counts = self._requests(batch)
-        plan = build(reqs, counts, self.limits)
+        plan = self.state.plan(reqs, counts)
         out = self.state.launch(plan, self._make_step, self.kv).cpu().numpy()
         tokens, _ = step_inputs.unpack_output(out, plan.rows, plan.key.variant)
         by_rid = dict(zip(plan.req_ids, tokens.tolist()))
-        self.steps += 1
-        if self.stats_path:
-            self._write_stats()
+        self.state.served()
         next_ids = torch.tensor([by_rid[r.rid] for r in batch.reqs], dtype=torch.int64)
         return GenerationBatchResult(logits_output=LogitsProcessorOutput(next_token_logits=None),
                                      next_token_ids=next_ids, can_run_cuda_graph=False)
 
-
     def _make_step(self, key, layout):
         return _StepForward(self, key, layout)
-
-    def _write_stats(self):
-        """The counters tests and benchmarks read (TORCH_TPU_SERVING_STATS=path)."""
-        import torch_tpu
-
-        cache = torch.tpu.compilation_cache_stats()
-        programs = self.state.programs
-        stats = {"steps": self.steps, "programs": len(programs), **programs.stats,
-                 "compiles": cache["compiles"], "executions": cache["executions"],
-                 "fallbacks": torch_tpu.fallback_counts()}
-        tmp = self.stats_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(stats, f)
-        os.replace(tmp, self.stats_path)
 
 
 class _StepForward:
@@ -220,14 +201,15 @@ class _StepForward:
                 hidden = r.model.model(inputs.input_ids.long(), inputs.positions, _StepBatchView())
         finally:
             r.backend.step = None
-        logits = _logits(r.model, hidden[inputs.logits_rows], r.vocab)
+        logits = _logits(r.model, r.logits_weight, hidden[inputs.logits_rows], r.vocab)
         return step_inputs.finish(logits, v, key, inputs, last_tokens, penalty)
 
 
-def _logits(model, hidden, vocab):
-    """SGLang's logits projection (``LogitsProcessor``) for the rows that sample."""
+def _logits(model, weight, hidden, vocab):
+    """SGLang's logits projection (``LogitsProcessor``) for the rows that sample, with ``weight``
+    the runner's ``lm_head`` weight (``weights.logits_weight``)."""
     processor = model.logits_processor
-    logits = torch.nn.functional.linear(hidden, model.lm_head.weight)
+    logits = torch.nn.functional.linear(hidden, weight)
     scale = getattr(processor, "logit_scale", None)
     if scale is not None:
         logits = logits * scale

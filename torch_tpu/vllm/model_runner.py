@@ -24,7 +24,7 @@ import torch
 from vllm.logger import init_logger
 from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, AsyncModelRunnerOutput, LogprobsLists, ModelRunnerOutput
 
-from torch_tpu.serving.step_batch import Limits, build
+from torch_tpu.serving.step_batch import Limits
 from torch_tpu.serving.step_inputs import unpack_output
 from torch_tpu.serving.step_state import StepState
 
@@ -41,15 +41,16 @@ _RUNNERS = weakref.WeakSet()
 def program_stats() -> dict:
     """Captured step programs and timings of this process's step runners (tests, benchmarks):
     ``host_ns`` is the runner's own host time, ``wait_ns`` the time spent waiting for results."""
-    total = {"programs": 0, "captures": 0, "replays": 0, "rerecorded_steps": 0, "steps": 0, "host_ns": 0,
-             "wait_ns": 0}
+    total = {"programs": 0, "captures": 0, "replays": 0, "rerecorded_steps": 0, "steps": 0, "covered_steps": 0,
+             "host_ns": 0, "wait_ns": 0}
     for r in list(_RUNNERS):
         if r.state is None:
             continue
         total["programs"] += len(r.state.programs)
         for k in ("captures", "replays", "rerecorded_steps"):
             total[k] += r.state.programs.stats[k]
-        total["steps"] += r.steps
+        total["steps"] += r.state.steps
+        total["covered_steps"] += r.state.covered
         total["host_ns"] += r.host_ns
         total["wait_ns"] += r.wait_ns
     return total
@@ -111,7 +112,6 @@ class TpuTorchModelRunner(TpuRunnerBase):
         self.attention_layers = []
         self.kv_cache_tensors = []
         self._pending = None
-        self.steps = 0
         self.host_ns = 0  # host time inside execute_model + sample_tokens
         self.wait_ns = 0  # time the host waited for steps' results (the device's share)
         _RUNNERS.add(self)
@@ -130,7 +130,7 @@ class TpuTorchModelRunner(TpuRunnerBase):
             max_blocks=-(-self.max_model_len // block_size),
             spare_slot=self.max_num_reqs,
         )
-        self.state = StepState("vLLM on tpu", self.limits, self.device)
+        self.state = StepState("vLLM on tpu", self.limits, self.device, log=logger)
 
     def initialize_kv_cache_tensors(self, kv_cache_config, kernel_block_sizes, kv_cache_allocation_context=None):
         """One storage per layer, instead of vLLM's single int8 allocation with the layers
@@ -186,9 +186,9 @@ class TpuTorchModelRunner(TpuRunnerBase):
         if grammar_output is not None:
             grammar = (grammar_output.structured_output_request_ids, grammar_output.grammar_bitmask)
         scheduled = out.num_scheduled_tokens
-        batch = build([self.table.requests[r] for r in scheduled], list(scheduled.values()), self.limits, grammar)
+        batch = self.state.plan([self.table.requests[r] for r in scheduled], list(scheduled.values()), grammar)
         result = _StepOutput(self, batch, self._launch(batch))
-        self.steps += 1
+        self.state.served()
         self.host_ns += time.perf_counter_ns() - start
         return result if self.use_async_scheduling else result.get_output()
 

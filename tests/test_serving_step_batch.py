@@ -1,0 +1,167 @@
+"""A serving step end to end, engine-neutral (torch_tpu/serving: step_batch, step_inputs,
+step_state): a toy attention model served through packed step metadata and a paged KV cache,
+with requests arriving while others decode and prompts prefilled in chunks, so steps mix
+prefills and decodes in many bucket shapes. Its greedy tokens equal the same model run on CPU
+over whole sequences - with every step in its own bucket, and with steps run in larger
+compiled buckets that cover them (padding rows and tokens change nothing)."""
+
+import numpy as np
+import pytest
+import torch
+
+from torch_tpu.serving import step_inputs
+from torch_tpu.serving.attention import grouped_attention
+from torch_tpu.serving.sampler import SamplerVariant, SamplingSpec
+from torch_tpu.serving.step_batch import BucketKey, Limits, StepRequest
+from torch_tpu.serving.step_state import StepState
+
+BLOCK, BLOCKS, VOCAB, HIDDEN, HEADS, KV_HEADS, HEAD = 4, 64, 40, 16, 2, 1, 8
+CHUNK = 8  # prefill chunk (tokens per step)
+
+
+class Toy:
+    """Embedding, one grouped-query attention layer with a residual, logits."""
+
+    def __init__(self):
+        g = torch.Generator().manual_seed(0)
+        shapes = dict(emb=(VOCAB, HIDDEN), wq=(HIDDEN, HEADS * HEAD), wk=(HIDDEN, KV_HEADS * HEAD),
+                      wv=(HIDDEN, KV_HEADS * HEAD), wo=(HEADS * HEAD, HIDDEN), lm=(HIDDEN, VOCAB))
+        self.cpu = {n: torch.randn(s, generator=g) for n, s in shapes.items()}
+        self.dev = {n: w.to("tpu") for n, w in self.cpu.items()}
+
+    def reference(self, prompt, new):
+        """Greedy tokens on CPU, each from the whole sequence with causal attention."""
+        w, seq = self.cpu, list(prompt)
+        for _ in range(new):
+            x = w["emb"][torch.tensor(seq)]
+            n = len(seq)
+            q = (x @ w["wq"]).reshape(n, HEADS, HEAD).transpose(0, 1)
+            k = (x @ w["wk"]).reshape(n, KV_HEADS, HEAD).transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, 0)
+            v = (x @ w["wv"]).reshape(n, KV_HEADS, HEAD).transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, 0)
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            h = x + o.transpose(0, 1).reshape(n, HEADS * HEAD) @ w["wo"]
+            seq.append(int((h[-1] @ w["lm"]).argmax()))
+        return seq[len(prompt):]
+
+    def make_step(self, key, layout):
+        w = self.dev
+
+        def step(packed, last_tokens, k_cache, v_cache):
+            v = layout.device_views(packed)
+            inputs = step_inputs.derive(v, key, BLOCK, last_tokens)
+            x = w["emb"][inputs.input_ids.long()]
+            t = x.shape[0]
+            q = (x @ w["wq"]).reshape(t, HEADS, HEAD)
+            k_cache.index_copy_(0, inputs.kv_slots, (x @ w["wk"]).reshape(t, KV_HEADS, HEAD))
+            v_cache.index_copy_(0, inputs.kv_slots, (x @ w["wv"]).reshape(t, KV_HEADS, HEAD))
+            result = torch.zeros(t + 1, HEADS, HEAD, device=x.device)
+            for g in inputs.groups:
+                size, length = g.token_index.shape
+                window = lambda c: c.view(BLOCKS, BLOCK, KV_HEADS, HEAD)[g.block_table].reshape(size, -1, KV_HEADS, HEAD)  # noqa: E731
+                out = grouped_attention(q[g.token_index.reshape(-1)].reshape(size, length, HEADS, HEAD),
+                                        window(k_cache), window(v_cache), g.position, HEAD ** -0.5)
+                result.index_copy_(0, torch.where(g.write_index < 0, t, g.write_index), out.reshape(-1, HEADS, HEAD))
+            h = x + result[:t].reshape(t, HEADS * HEAD) @ w["wo"]
+            logits = h[inputs.logits_rows] @ w["lm"]
+            return step_inputs.finish(logits, v, key, inputs, last_tokens)
+
+        return step
+
+
+def _serve(toy, state, kv, arrivals, new_tokens):
+    """A synchronous engine loop: ``arrivals`` = [(step, prompt)]; prompts prefill in chunks of
+    CHUNK tokens, then decode one token per step. Returns each request's generated tokens."""
+    pending = sorted(enumerate(arrivals), key=lambda a: a[1][0])
+    running, generated, step = [], {}, 0
+    blocks_each = BLOCKS // (len(arrivals) + 1)
+    while pending or running:
+        while pending and pending[0][1][0] <= step:
+            i, (_, prompt) = pending.pop(0)
+            blocks = list(range(1 + i * blocks_each, 1 + (i + 1) * blocks_each))  # block 0: padding
+            running.append(StepRequest(req_id=f"r{i}", tokens=list(prompt), num_prompt=len(prompt),
+                                       spec=SamplingSpec(), blocks=blocks, num_computed=0, slot=i, fresh=True))
+            generated[f"r{i}"] = []
+        step += 1
+        if not running:
+            continue
+        counts = [1 if r.num_computed >= r.num_prompt else min(CHUNK, r.num_prompt - r.num_computed) for r in running]
+        plan = state.plan(running, counts)
+        out = state.launch(plan, toy.make_step, kv).cpu().numpy()
+        tokens, _ = step_inputs.unpack_output(out, plan.rows, plan.key.variant)
+        by_id = {rid: (int(tok), real) for rid, tok, real in zip(plan.req_ids, tokens, plan.real)}
+        for r, n in zip(list(running), counts):
+            r.num_computed += n
+            tok, real = by_id[r.req_id]
+            if real:
+                r.tokens.append(tok)
+                generated[r.req_id].append(tok)
+                if len(generated[r.req_id]) == new_tokens:
+                    running.remove(r)
+    return [generated[f"r{i}"] for i in range(len(arrivals))]
+
+
+@pytest.fixture
+def engine(strict_no_fallback):
+    limits = Limits(block_size=BLOCK, vocab=VOCAB, max_rows=8, max_blocks=BLOCKS // 8, spare_slot=8,
+                    row_floor=2, token_floor=8, length_floor=4, key_floor_tokens=8)
+    state = StepState("test", limits, "tpu", cover_ratio=0)
+    kv = [torch.zeros(BLOCKS * BLOCK, KV_HEADS, HEAD, device="tpu") for _ in range(2)]
+    return Toy(), state, kv
+
+
+FIRST = [(0, [3, 1, 4]), (0, [1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9]), (2, [2, 7]), (3, [1, 8, 2, 8, 1, 8, 2, 8, 4]),
+         (3, [5, 9, 0, 4, 5, 2, 3, 5, 3, 6, 0, 2, 8, 7, 4, 7, 1]), (6, [6, 2, 6, 4, 3, 3, 8])]
+SECOND = [(0, [7, 7, 1]), (1, [4, 4, 4, 4, 4]), (1, [9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]), (4, [12, 11]),
+          (5, [30, 31, 32, 33, 34, 35, 36, 37, 38, 39])]
+
+
+def test_mixed_steps_match_cpu_in_own_and_covering_buckets(engine):
+    toy, state, kv = engine
+    new = 6
+    got = _serve(toy, state, kv, FIRST, new)
+    assert got == [toy.reference(p, new) for _, p in FIRST]
+    assert state.covered == 0  # cover_ratio 0: every step compiled its own bucket
+    own = len(state.programs)
+    # Another arrival pattern, now allowed to run in compiled buckets that cover its steps.
+    state.cover_ratio = 2.0
+    captures = state.programs.stats["captures"]
+    got = _serve(toy, state, kv, SECOND, new)
+    assert got == [toy.reference(p, new) for _, p in SECOND]
+    assert state.covered > 0
+    new_programs = state.programs.stats["captures"] - captures
+    assert new_programs < own, (new_programs, own)
+
+
+def test_cover_rule():
+    greedy = SamplerVariant.for_batch([SamplingSpec()], 40, [0], bitmask=False, bucket=lambda n: n)
+    seeded = SamplerVariant.for_batch([SamplingSpec(temperature=1.0, seed=1)], 40, [0], bitmask=False,
+                                      bucket=lambda n: n)
+    small = BucketKey(tokens=32, decodes=8, decode_blocks=4, prefills=2, prefill_len=8, prefill_blocks=4,
+                      variant=greedy, penalty_tokens=0)
+    big = BucketKey(tokens=64, decodes=16, decode_blocks=6, prefills=4, prefill_len=16, prefill_blocks=4,
+                    variant=greedy, penalty_tokens=0)
+    assert big.covers(small, prefill_tokens=16) and not small.covers(big, prefill_tokens=16)
+    assert not big.covers(small, prefill_tokens=49)  # 16 decode rows + 49 tokens > 64
+    other = BucketKey(**{**big.__dict__, "variant": seeded})
+    assert greedy != seeded and not other.covers(small, prefill_tokens=16)
+    assert big.cost(4) > small.cost(4) > 0
+    np.testing.assert_allclose(small.cost(4), 32 + (8 * 4 + 2 * 8 * 4) * 4 / 64)
+
+
+def test_choice_covers_transient_buckets_and_promotes_recurring_ones():
+    greedy = SamplerVariant.for_batch([SamplingSpec()], 40, [0], bitmask=False, bucket=lambda n: n)
+    limits = Limits(block_size=4, vocab=40, max_rows=32, max_blocks=16, spare_slot=32)
+    state = StepState("test", limits, "tpu", cover_ratio=2.0, promote_after=3)
+    decode = lambda rows, blocks: BucketKey(rows, rows, blocks, 0, 0, 0, greedy, 0)  # noqa: E731
+    state.programs._graphs[decode(16, 8)] = object()  # a compiled bucket (the choice only reads keys)
+    tail = decode(8, 8)  # costs half of the compiled one: covered, until it has recurred 3 times
+    assert [state._choose(tail, 0) for _ in range(4)] == [decode(16, 8)] * 3 + [tail]
+    assert state.covered == 3
+    assert state._choose(decode(4, 8), 0) == decode(4, 8)  # a quarter of the cost: its own bucket
+    assert state._choose(decode(16, 12), 0) == decode(16, 12)  # nothing covers a longer window
+    # A step with prefills may run in a bucket up to twice as padded (each such shape is rare).
+    mixed = BucketKey(24, 8, 8, 1, 8, 4, greedy, 0)
+    state.programs._graphs[BucketKey(64, 16, 8, 2, 16, 4, greedy, 0)] = object()
+    assert state._choose(mixed, 8) == BucketKey(64, 16, 8, 2, 16, 4, greedy, 0)
+    state.cover_ratio = 0
+    assert state._choose(decode(8, 6), 0) == decode(8, 6)

@@ -21,6 +21,13 @@ needs_serve = pytest.mark.skipif(
 )
 
 
+def serve_env(**extra):
+    """Variables for a .venv-serve process: offline, without this environment's PYTHONPATH."""
+    env = dict(os.environ, **OFFLINE, **extra)
+    env.pop("PYTHONPATH", None)
+    return env
+
+
 def save_tiny(kind, path):
     """A tiny Llama or Qwen3 with random weights saved at ``path``: (path, model)."""
     os.environ.update(OFFLINE)

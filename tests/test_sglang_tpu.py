@@ -17,16 +17,28 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 
 import pytest
 
-from serving_helpers import OFFLINE, SERVE_PY, free_port, needs_serve, save_tiny, transformers_greedy, wait_healthy
+from serving_helpers import SERVE_PY, free_port, needs_serve, save_tiny, serve_env, transformers_greedy, wait_healthy
 
 CLIENT = pathlib.Path(__file__).with_name("sglang_client.py")
 MAX_TOKENS = 8
 PROMPTS = [[1, 5, 9, 42, 7], [3, 8, 100, 2, 17, 33, 64, 12, 90, 11, 4], [250, 6, 77]]
 SHARED = [(7 * i + 3) % 250 + 3 for i in range(40)]
 TEXT_PROMPT = [10, 20, 30]  # "w10 w20 w30" in tests/vllm_assets.py's word tokenizer (no special ids)
+
+
+@contextmanager
+def _healthy_server(model_dir, tmp_path, extra=()):
+    """A running, healthy server: (process, base URL, stats path, log path); killed on exit."""
+    proc, base, stats, log = _serve(model_dir, tmp_path, extra)
+    try:
+        assert wait_healthy(proc, f"{base}/health", timeout=420), log.read_text()[-6000:]
+        yield proc, base, stats, log
+    finally:
+        _stop(proc)
 
 
 def _serve(model_dir, tmp_path, extra=()):
@@ -36,8 +48,7 @@ def _serve(model_dir, tmp_path, extra=()):
     save_word_tokenizer(model_dir)
     port = free_port()
     stats = tmp_path / "stats.json"
-    env = dict(os.environ, **OFFLINE, TORCH_TPU_FALLBACK="error", TORCH_TPU_SERVING_STATS=str(stats))
-    env.pop("PYTHONPATH", None)
+    env = serve_env(TORCH_TPU_FALLBACK="error", TORCH_TPU_SERVING_STATS=str(stats))
     log_path = tmp_path / "server.log"
     log = open(log_path, "w")
     proc = subprocess.Popen(
@@ -68,8 +79,7 @@ def test_platform_plugin_selects_tpu(tmp_path):
         pytest.skip("the serving engines run in .venv-serve, which is absent: run ./scripts/setup_serving.sh")
     code = ("from sglang.srt.platforms import current_platform as p; "
             "print(type(p).__name__, p.device_type, p.is_out_of_tree(), p.get_device(), p.get_default_attention_backend())")
-    env = dict(os.environ, **OFFLINE)
-    env.pop("PYTHONPATH", None)
+    env = serve_env()
     proc = subprocess.run([str(SERVE_PY), "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert proc.stdout.split()[-5:] == ["TpuSRTPlatform", "tpu", "True", "tpu", "tpu"]
@@ -82,18 +92,14 @@ def test_platform_plugin_selects_tpu(tmp_path):
 @pytest.mark.slow
 def test_sglang_server_on_tpu(tmp_path):
     model_dir, model = save_tiny("llama", tmp_path / "tiny_llama")
-    proc, base, stats, log = _serve(model_dir, tmp_path)
-    try:
-        assert wait_healthy(proc, f"{base}/health", timeout=420), log.read_text()[-6000:]
+    with _healthy_server(model_dir, tmp_path) as (proc, base, stats, log):
         request = tmp_path / "request.json"
         shared = [SHARED + [11, 12], SHARED + [200, 5, 9, 14], SHARED]
         request.write_text(json.dumps({"prompts": PROMPTS, "shared": shared, "text_prompt": TEXT_PROMPT,
                                        "max_tokens": MAX_TOKENS, "stats": str(stats)}))
         out = tmp_path / "client.json"
-        env = dict(os.environ, **OFFLINE)
-        env.pop("PYTHONPATH", None)
         client = subprocess.run([str(SERVE_PY), str(CLIENT), base, "tiny", str(request), str(out)],
-                                env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+                                env=serve_env(), capture_output=True, text=True, timeout=600, cwd=tmp_path)
         assert client.returncode == 0, client.stderr[-6000:] + log.read_text()[-4000:]
         proc.send_signal(signal.SIGINT)
         rc = proc.wait(timeout=120)
@@ -101,8 +107,6 @@ def test_sglang_server_on_tpu(tmp_path):
             if not _group_alive(proc.pid):
                 break
             time.sleep(0.5)
-    finally:
-        _stop(proc)
     r = json.loads(out.read_text())
     expected = [transformers_greedy(model, p, MAX_TOKENS) for p in PROMPTS]
     assert r["single"] == expected
@@ -143,19 +147,13 @@ def test_sglang_server_on_tpu(tmp_path):
 def test_sglang_qwen3_matches_transformers(tmp_path):
     """Qwen3 (per-head q/k RMSNorm before rotary) through SGLang's model code on tpu."""
     model_dir, model = save_tiny("qwen3", tmp_path / "tiny_qwen3")
-    proc, base, stats, log = _serve(model_dir, tmp_path)
-    try:
-        assert wait_healthy(proc, f"{base}/health", timeout=420), log.read_text()[-6000:]
+    with _healthy_server(model_dir, tmp_path) as (proc, base, stats, log):
         code = ("import json, sys, urllib.request; "
                 "req = urllib.request.Request(sys.argv[1] + '/generate', data=json.dumps({'input_ids': json.loads(sys.argv[2]), "
                 "'sampling_params': {'temperature': 0, 'max_new_tokens': int(sys.argv[3]), 'ignore_eos': True}}).encode(), "
                 "headers={'Content-Type': 'application/json'}); "
                 "print(json.dumps([o['output_ids'] for o in json.loads(urllib.request.urlopen(req, timeout=300).read())]))")
-        env = dict(os.environ, **OFFLINE)
-        env.pop("PYTHONPATH", None)
         got = subprocess.run([sys.executable, "-c", code, base, json.dumps(PROMPTS), str(MAX_TOKENS)],
-                             capture_output=True, text=True, timeout=600, env=env)
+                             capture_output=True, text=True, timeout=600, env=serve_env())
         assert got.returncode == 0, got.stderr[-4000:] + log.read_text()[-4000:]
-    finally:
-        _stop(proc)
     assert json.loads(got.stdout) == [transformers_greedy(model, p, MAX_TOKENS) for p in PROMPTS]

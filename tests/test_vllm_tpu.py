@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from serving_helpers import OFFLINE, SERVE_PY, free_port, needs_serve, save_tiny, transformers_greedy, wait_healthy
+from serving_helpers import OFFLINE, SERVE_PY, free_port, needs_serve, save_tiny, serve_env, transformers_greedy, wait_healthy
 
 HELPER = pathlib.Path(__file__).with_name("vllm_generate.py")
 CLIENT = pathlib.Path(__file__).with_name("vllm_client.py")
@@ -45,8 +45,7 @@ def _run_vllm(model_dir, engine, tmp_path, jobs, prefix_caching=False, timeout=4
     req = tmp_path / f"request_{engine}.json"
     out = tmp_path / f"out_{engine}.json"
     req.write_text(json.dumps({"prefix_caching": prefix_caching, "seed": 0, "jobs": jobs, "engine": engine_args or {}}))
-    env = dict(os.environ, **OFFLINE)
-    env.pop("PYTHONPATH", None)
+    env = serve_env()
     if engine == "tpu":
         env["TORCH_TPU_FALLBACK"] = "error"  # any CPU fallback fails the run
     env.pop("TORCH_TPU_VLLM_MODE", None)
@@ -193,8 +192,7 @@ def _budget_in(tmp_path, model_dir, env_extra, engine, timeout=420):
     """Runs the generate helper expecting it to fail; returns (returncode, stderr)."""
     req = tmp_path / "request_budget.json"
     req.write_text(json.dumps({"engine": engine, "jobs": [_greedy(PROMPTS[:1])]}))
-    env = dict(os.environ, **OFFLINE, **env_extra)
-    env.pop("PYTHONPATH", None)
+    env = serve_env(**env_extra)
     proc = subprocess.run([str(SERVE_PY), str(HELPER), str(model_dir), "tpu", str(req), str(tmp_path / "o.json")],
                           env=env, capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
     return proc.returncode, proc.stderr
@@ -268,8 +266,7 @@ def test_openai_server_on_tpu(tiny_llama, tmp_path):
     prompt = PROMPTS[0]
     expected = _transformers_greedy(model, prompt)
     port = free_port()
-    env = dict(os.environ, **OFFLINE, TORCH_TPU_FALLBACK="error")
-    env.pop("PYTHONPATH", None)
+    env = serve_env(TORCH_TPU_FALLBACK="error")
     log = open(tmp_path / "server.log", "w")
     # The `vllm serve` command as users run it, with vLLM's default engine arguments (KV budget,
     # 256 sequences, the model's context length, dtype "auto"); scripts/setup_serving.sh declares

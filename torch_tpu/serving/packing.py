@@ -49,24 +49,18 @@ class Layout:
     def host_buffer(self):
         """(buffer, {name: writable NumPy view}) for one step."""
         buf = np.zeros(self.total, dtype=np.int32)
+        return buf, self._views(buf, lambda flat: flat.view(np.float32))
+
+    def device_views(self, packed: torch.Tensor) -> dict:
+        """{name: tensor view} of an uploaded buffer (int32 [total])."""
+        return self._views(packed, lambda flat: flat.view(torch.float32))
+
+    def _views(self, buf, as_f32) -> dict:
         views = {}
         for s in self.sections:
             start = self.offsets[s.name]
             flat = buf[start : start + s.size]
-            if s.kind == "f32":
-                flat = flat.view(np.float32)
-            views[s.name] = flat.reshape(s.shape)
-        return buf, views
-
-    def device_views(self, packed: torch.Tensor) -> dict:
-        """{name: tensor view} of an uploaded buffer (int32 [total])."""
-        views = {}
-        for s in self.sections:
-            start = self.offsets[s.name]
-            flat = packed[start : start + s.size]
-            if s.kind == "f32":
-                flat = flat.view(torch.float32)
-            views[s.name] = flat.reshape(s.shape)
+            views[s.name] = (as_f32(flat) if s.kind == "f32" else flat).reshape(s.shape)
         return views
 
 

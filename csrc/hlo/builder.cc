@@ -165,8 +165,15 @@ Value Builder::constant(ElementType t, double value) {
 
 Value Builder::constant_int(ElementType t, int64_t value) {
   TensorType tt{t, {}};
-  return emit("stablehlo.constant", {}, tt,
-              "value = dense<" + int_literal(t, value) + "> : " + tt.mlir());
+  Value v = emit("stablehlo.constant", {}, tt, "value = dense<" + int_literal(t, value) + "> : " + tt.mlir());
+  known_ints_[v.id] = value;
+  return v;
+}
+
+std::optional<int64_t> Builder::known_int(Value v) const {
+  auto it = known_ints_.find(v.id);
+  if (it == known_ints_.end()) return std::nullopt;
+  return it->second;
 }
 
 Value Builder::constant_ints(ElementType t, const Dims& dims, const std::vector<int64_t>& values) {

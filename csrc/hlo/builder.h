@@ -6,6 +6,8 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,6 +52,9 @@ class Builder {
   // ---- constants
   Value constant(ElementType t, double value);        // rank-0
   Value constant_int(ElementType t, int64_t value);   // rank-0
+  // The value of a rank-0 integer made by constant_int (baked offsets, for example); empty for
+  // anything else, including values only known when the program runs.
+  std::optional<int64_t> known_int(Value v) const;
   Value constant_ints(ElementType t, const Dims& dims, const std::vector<int64_t>& values);
   Value full(const TensorType& t, double value);      // broadcast constant
   Value iota(const TensorType& t, int64_t dim);
@@ -153,6 +158,7 @@ class Builder {
   void line(const std::string& text);
 
   std::vector<TensorType> types_;
+  std::map<int, int64_t> known_ints_;  // value id -> constant_int's value
   std::vector<Value> params_;
   std::vector<int> param_alias_;  // output index per parameter, -1 if none
   std::vector<std::string> blocks_;  // stack: [0] is the function body

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 
 namespace tpu::lowering {
@@ -154,8 +155,16 @@ Value element_indices(Builder& b, Value offset, const Dims& sizes, const Dims& s
   return idx;
 }
 
-// The segment [offset, offset + needed) of `flat`, zero-padded to the box and reshaped.
+// The segment [offset, offset + needed) of `flat`, reshaped to the box. The box may reach past
+// the view's last element (a slice of the last dim leaves the rest of the last row out): with an
+// offset known when the program is built and the storage long enough, those elements are read
+// from the storage as they are (a plain slice, which XLA's loops index directly); otherwise they
+// are zero padding, which costs a bounds test per element in every fused loop that reads the view.
 Value read_box(Builder& b, Value flat, Value offset, const Layout& L) {
+  const std::optional<int64_t> at = b.known_int(offset);
+  if (L.box_size > L.needed && at && *at + L.box_size <= b.dims(flat)[0]) {
+    return b.reshape(b.slice(flat, {*at}, {*at + L.box_size}, {1}), L.box);
+  }
   Value seg = b.dynamic_slice(flat, {offset}, {L.needed});
   if (L.box_size > L.needed) {
     seg = b.pad(seg, b.constant(b.dtype(flat), 0), {0}, {L.box_size - L.needed}, {0});

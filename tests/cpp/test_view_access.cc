@@ -60,6 +60,9 @@ const std::vector<ViewCase> kReadCases = {
     {"non_nested", 12, {2, 3}, {4, 3}, 1},
     {"size_one_dims", 10, {1, 3, 1}, {7, 2, 99}, 1},
     {"empty", 10, {0, 3}, {3, 1}, 0},
+    // Room after the view for its whole box (read as a plain slice when the offset is known).
+    {"last_dim_slice_with_room", 40, {4, 3}, {8, 1}, 8},
+    {"step_slice_with_room", 40, {3, 2}, {10, 3}, 1},
 };
 
 class ReadStrided : public ::testing::TestWithParam<ViewCase> {};
@@ -81,6 +84,43 @@ TEST_P(ReadStrided, MatchesHostReference) {
 
 INSTANTIATE_TEST_SUITE_P(Views, ReadStrided, ::testing::ValuesIn(kReadCases),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// The same views with the offset baked in as a constant (as captured programs build them).
+class ReadStridedKnownOffset : public ::testing::TestWithParam<ViewCase> {};
+
+TEST_P(ReadStridedKnownOffset, MatchesHostReference) {
+  const ViewCase& c = GetParam();
+  Builder b;
+  auto flat = b.parameter(TensorType{ElementType::kF32, {c.storage}});
+  auto offset = b.constant_int(ElementType::kI64, c.offset);
+  auto out = lowering::read_strided(b, flat, offset, c.sizes, c.strides);
+  auto result = testing::run_program(
+      b.module_text({out}), {HostArray::of<float>(ElementType::kF32, {c.storage}, iota_storage(c.storage))});
+  std::vector<float> expected;
+  for (int64_t p : positions(c)) expected.push_back(static_cast<float>(p));
+  EXPECT_EQ(result[0].values<float>(), expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(Views, ReadStridedKnownOffset, ::testing::ValuesIn(kReadCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// A slice of the last dim (q/k/v of a fused projection, K and V halves of a cache row) at a known
+// offset reads the storage directly: no zero padding, which would cost a bounds test per element
+// in every fused loop reading the view. The last view reaches past the storage's end when boxed,
+// so it keeps the padding.
+TEST(ReadStrided, KnownOffsetsNeedNoPadding) {
+  auto text_for = [](int64_t storage, int64_t offset, bool known) {
+    Builder b;
+    auto flat = b.parameter(TensorType{ElementType::kF32, {storage}});
+    auto off = known ? b.constant_int(ElementType::kI64, offset) : b.parameter(TensorType{ElementType::kI64, {}});
+    return b.module_text({lowering::read_strided(b, flat, off, {4, 3}, {8, 1})});
+  };
+  // The box: 4 rows of 8 (27 elements needed, 32 boxed).
+  EXPECT_EQ(text_for(40, 0, true).find("stablehlo.pad"), std::string::npos);
+  EXPECT_EQ(text_for(40, 8, true).find("stablehlo.pad"), std::string::npos);
+  EXPECT_NE(text_for(40, 9, true).find("stablehlo.pad"), std::string::npos);
+  EXPECT_NE(text_for(40, 0, false).find("stablehlo.pad"), std::string::npos);
+}
 
 const std::vector<ViewCase> kWriteCases = {
     {"contiguous_at_offset", 20, {2, 3}, {3, 1}, 5},

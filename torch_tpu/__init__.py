@@ -30,6 +30,9 @@ from . import _backends  # noqa: E402,F401  (torch.backends.tpu)
 from . import distributed  # noqa: E402  (the tpu_dist backend of torch.distributed)
 from . import execution_mode  # noqa: E402
 from . import _clean_exit  # noqa: E402,F401  (autograd device threads released before exit)
+from . import _multiprocessing  # noqa: E402
+
+_multiprocessing.install()  # tpu tensors through torch.multiprocessing queues (as values)
 
 # torch.autocast("tpu") without a dtype uses bfloat16, the accelerator's native reduced type.
 torch.set_autocast_dtype("tpu", torch.bfloat16)

@@ -141,6 +141,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_configured_plugin_path", &runtime::Runtime::configured_plugin_path);
   m.def("_init", [] { runtime::Runtime::get(); });
   m.def("_is_initialized", &runtime::Runtime::created);
+  m.def("_is_in_bad_fork", &runtime::Runtime::in_bad_fork);
   m.def("_runtime_error", &python::runtime_error,
         "None if the PJRT runtime is (or can be) up, else why not");
   m.def("_device_count", &runtime::Runtime::device_count_or_zero);

@@ -1,5 +1,8 @@
 #include "runtime/runtime.h"
 
+#include <pthread.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
@@ -16,6 +19,24 @@ std::mutex& init_mutex() {
 }
 Runtime* g_runtime = nullptr;
 std::string* g_init_error = nullptr;
+std::atomic<bool> g_bad_fork{false};
+
+// A child forked after the runtime exists inherits the parent's client without its threads, and
+// the first PJRT call would wait forever on a lock one of them held. CUDA's contract: the child's
+// first device use raises. The init lock is held across fork, so the child never inherits it locked.
+const int g_fork_handler = pthread_atfork([] { init_mutex().lock(); }, [] { init_mutex().unlock(); },
+                                          [] {
+                                            if (g_runtime != nullptr) g_bad_fork.store(true);
+                                            init_mutex().unlock();
+                                          });
+
+[[noreturn]] void throw_bad_fork() {
+  throw std::runtime_error(
+      "Cannot re-initialize tpu in forked subprocess; use the 'spawn' start method. This process "
+      "was forked after its parent had used the tpu device, and the parent's PJRT client cannot "
+      "be used from a fork. Fix: torch.multiprocessing.set_start_method('spawn') (or "
+      "multiprocessing's 'forkserver'), or fork before the parent's first tpu use");
+}
 std::string& default_path() {
   static std::string p;
   return p;
@@ -85,7 +106,8 @@ void Runtime::join_processes(int node_id, int num_nodes, std::shared_ptr<pjrt::K
 }
 
 Runtime& Runtime::get() {
-  if (g_runtime != nullptr) return *g_runtime;
+  if (g_runtime != nullptr && !g_bad_fork.load(std::memory_order_relaxed)) return *g_runtime;
+  if (g_bad_fork.load()) throw_bad_fork();
   std::lock_guard<std::mutex> lock(init_mutex());
   if (g_runtime != nullptr) return *g_runtime;
   if (g_init_error != nullptr) throw std::runtime_error(*g_init_error);
@@ -145,6 +167,8 @@ int Runtime::device_count_or_zero() noexcept {
 }
 
 bool Runtime::created() noexcept { return g_runtime != nullptr; }
+
+bool Runtime::in_bad_fork() noexcept { return g_bad_fork.load(); }
 
 const pjrt::DeviceInfo& Runtime::device(int index) const {
   check_device_index(index);

@@ -26,6 +26,9 @@ class Runtime {
   // Number of devices, or 0 when the runtime cannot be created (never throws).
   static int device_count_or_zero() noexcept;
   static bool created() noexcept;
+  // True in a process forked after its parent created the runtime: the parent's PJRT client
+  // (its locks and threads) cannot be used there, so get() raises instead of hanging.
+  static bool in_bad_fork() noexcept;
   // The plugin used when TORCH_TPU_PJRT_PLUGIN is not set (found by the Python package).
   static void set_default_plugin_path(const std::string& path);
   static std::string default_plugin_path();

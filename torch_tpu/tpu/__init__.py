@@ -75,7 +75,9 @@ def clear_compilation_cache(disk: bool = False):
 
 
 def _is_in_bad_fork():
-    return False
+    """True in a process forked after its parent used the tpu device (as torch.cuda's): its first
+    device use raises RuntimeError; use the 'spawn' start method instead."""
+    return _C._is_in_bad_fork()
 
 
 __all__ = [

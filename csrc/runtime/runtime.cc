@@ -23,12 +23,19 @@ std::atomic<bool> g_bad_fork{false};
 
 // A child forked after the runtime exists inherits the parent's client without its threads, and
 // the first PJRT call would wait forever on a lock one of them held. CUDA's contract: the child's
-// first device use raises. The init lock is held across fork, so the child never inherits it locked.
-const int g_fork_handler = pthread_atfork([] { init_mutex().lock(); }, [] { init_mutex().unlock(); },
-                                          [] {
-                                            if (g_runtime != nullptr) g_bad_fork.store(true);
-                                            init_mutex().unlock();
-                                          });
+// first device use raises. The init lock is taken across fork when it is free, so the child does
+// not inherit it locked; it is only tried, because a plugin creating its client (under that lock)
+// may itself fork a helper process.
+bool g_fork_holds_init = false;
+const int g_fork_handler = pthread_atfork(
+    [] { g_fork_holds_init = init_mutex().try_lock(); },
+    [] {
+      if (g_fork_holds_init) init_mutex().unlock();
+    },
+    [] {
+      if (g_runtime != nullptr) g_bad_fork.store(true);
+      if (g_fork_holds_init) init_mutex().unlock();
+    });
 
 [[noreturn]] void throw_bad_fork() {
   throw std::runtime_error(

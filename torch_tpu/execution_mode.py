@@ -16,6 +16,10 @@
     torch_tpu.execution_mode.set_mode(EagerMode.FUSED)
     with torch_tpu.execution_mode.mode(EagerMode.DEBUG):
         ...
+
+The original TorchTPU's names are aliases of the same members: ``DEFER_NEVER`` is ``STRICT``,
+``DEFER_AND_FUSE`` is ``FUSED`` and ``DEFER_NEVER_AND_LAUNCH_BLOCKING`` is ``DEBUG``
+(``torch.tpu.EagerMode``, ``torch.tpu.eager_mode``, ``torch.tpu.set_eager_mode``).
 """
 
 import contextlib
@@ -28,6 +32,10 @@ class EagerMode(enum.IntEnum):
     DEBUG = 0
     STRICT = 1
     FUSED = 2
+    # The original TorchTPU's names (aliases: the same members).
+    DEFER_NEVER_AND_LAUNCH_BLOCKING = 0
+    DEFER_NEVER = 1
+    DEFER_AND_FUSE = 2
 
 
 def get_mode() -> EagerMode:

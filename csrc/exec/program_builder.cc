@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "exec/compile_settings.h"
 #include "exec/replica_group.h"
 #include "hlo/builder.h"
 #include "lowering/cast.h"
@@ -136,6 +137,10 @@ void signature_into(const OpCall& call, const CallLayout& L, std::string& key) {
     put<uint8_t>(key, static_cast<uint8_t>(out->view.dtype));
     put_dims(key, out->view.sizes);
     if (!L.output_whole[i]) put_dims(key, out->view.strides);
+  }
+  if (const std::string& settings = settings_key(); !settings.empty()) {
+    key.push_back('\4');
+    key += settings;
   }
   if (call.group != nullptr) {
     key.push_back('\3');

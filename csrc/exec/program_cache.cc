@@ -4,6 +4,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "exec/compile_settings.h"
 #include "exec/replica_group.h"
 #include "pjrt/compile_options.h"
 #include "profiler/trace_hooks.h"
@@ -157,6 +158,7 @@ std::shared_ptr<pjrt::LoadedExecutable> ProgramCache::compile(const std::string&
   pjrt::CompileOptions compile_options =
       replica_devices.empty() ? pjrt::CompileOptions{} : pjrt::replicated_over(replica_devices);
   compile_options.env_option_overrides = semantics_overrides(client.platform_name());
+  apply_compile_settings(compile_options);  // torch.tpu.compiler.custom_compiler_options & co.
   const std::string options = pjrt::serialize(compile_options);
   // The key: program text, compile options, plugin identity and version, device kind.
   const std::string description = mlir + '\0' + options + '\0' + t.identity;

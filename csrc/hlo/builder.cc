@@ -8,6 +8,13 @@ namespace tpu::hlo {
 
 namespace {
 
+// ", precision_config = [...]" for both operands; nothing for DEFAULT.
+std::string precision_config(Precision p) {
+  if (p == Precision::kDefault) return "";
+  const char* name = p == Precision::kHigh ? "HIGH" : "HIGHEST";
+  return std::string(", precision_config = [#stablehlo<precision ") + name + ">, #stablehlo<precision " + name + ">]";
+}
+
 [[noreturn]] void fail(const std::string& op, const std::string& why) {
   throw std::invalid_argument("StableHLO builder: " + op + ": " + why);
 }
@@ -464,7 +471,7 @@ Value Builder::constant_floats(ElementType t, const Dims& dims, const std::vecto
 
 Value Builder::dot_general(Value lhs, Value rhs, const Dims& lhs_batch, const Dims& rhs_batch,
                            const Dims& lhs_contract, const Dims& rhs_contract, ElementType result,
-                           bool highest_precision) {
+                           Precision precision) {
   const Dims& l = dims(lhs);
   const Dims& r = dims(rhs);
   if (lhs_batch.size() != rhs_batch.size() || lhs_contract.size() != rhs_contract.size()) {
@@ -504,9 +511,7 @@ Value Builder::dot_general(Value lhs, Value rhs, const Dims& lhs_batch, const Di
   add_part("lhs_contracting_dimensions", lhs_contract);
   add_part("rhs_contracting_dimensions", rhs_contract);
   attrs += parts + ">";
-  if (highest_precision) {
-    attrs += ", precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]";
-  }
+  attrs += precision_config(precision);
   return emit("stablehlo.dot_general", {lhs, rhs}, TensorType{result, out}, attrs);
 }
 
@@ -650,7 +655,7 @@ std::vector<Value> Builder::if_else(Value pred, const std::vector<TensorType>& r
 Value Builder::convolution(Value input, Value kernel, const Dims& strides,
                            const std::vector<std::pair<int64_t, int64_t>>& padding, const Dims& lhs_dilation,
                            const Dims& rhs_dilation, int64_t feature_groups, int64_t batch_groups,
-                           ElementType result, bool highest_precision) {
+                           ElementType result, Precision precision) {
   const Dims in = dims(input);
   const Dims k = dims(kernel);
   const size_t spatial = in.size() - 2;
@@ -682,9 +687,7 @@ Value Builder::convolution(Value input, Value kernel, const Dims& strides,
   attrs += ", lhs_dilation = " + i64_array(lhs_dilation) + ", rhs_dilation = " + i64_array(rhs_dilation);
   attrs += ", feature_group_count = " + std::to_string(feature_groups) + " : i64";
   attrs += ", batch_group_count = " + std::to_string(batch_groups) + " : i64";
-  if (highest_precision) {
-    attrs += ", precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]";
-  }
+  attrs += precision_config(precision);
   return emit("stablehlo.convolution", {input, kernel}, TensorType{result, out}, attrs);
 }
 

@@ -24,6 +24,8 @@ struct Value {
 
 enum class Compare { kEQ, kNE, kLT, kLE, kGT, kGE };
 enum class ReduceKind { kSum, kProd, kMax, kMin, kAnd, kOr };
+// StableHLO's precision config of dot_general / convolution operands (DEFAULT: none written).
+enum class Precision { kDefault = 0, kHigh = 1, kHighest = 2 };
 
 class Builder {
  public:
@@ -109,7 +111,13 @@ class Builder {
   // ---- contractions and reductions
   Value dot_general(Value lhs, Value rhs, const Dims& lhs_batch, const Dims& rhs_batch,
                     const Dims& lhs_contract, const Dims& rhs_contract, ElementType result,
-                    bool highest_precision);
+                    Precision precision);
+  Value dot_general(Value lhs, Value rhs, const Dims& lhs_batch, const Dims& rhs_batch,
+                    const Dims& lhs_contract, const Dims& rhs_contract, ElementType result,
+                    bool highest_precision) {
+    return dot_general(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, result,
+                       highest_precision ? Precision::kHighest : Precision::kDefault);
+  }
   Value reduce(Value v, Value init, const Dims& dims, ReduceKind kind);
   // Variadic reduce: `values` (same shape) reduced together with `inits`; `body` receives the
   // accumulators then the elements (rank-0) and returns the new accumulators.
@@ -137,7 +145,7 @@ class Builder {
   Value convolution(Value input, Value kernel, const Dims& strides,
                     const std::vector<std::pair<int64_t, int64_t>>& padding, const Dims& lhs_dilation,
                     const Dims& rhs_dilation, int64_t feature_groups, int64_t batch_groups,
-                    ElementType result, bool highest_precision);
+                    ElementType result, Precision precision);
 
   // ---- random bits: (new_state, bits) from a THREE_FRY state of type ui64[2]
   std::pair<Value, Value> rng_bit_generator(Value state, const TensorType& bits_type);

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "lowering/hlo_names.h"
+#include "lowering/precision.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
@@ -14,11 +15,10 @@ namespace {
 bool half(ElementType t) { return t == ElementType::kF16 || t == ElementType::kBF16; }
 
 Value conv(Builder& b, Value x, Value w, const Dims& strides, const Padding& padding, const Dims& lhs_dilation,
-           const Dims& rhs_dilation, int64_t feature_groups, int64_t batch_groups, bool tf32) {
+           const Dims& rhs_dilation, int64_t feature_groups, int64_t batch_groups, const ConvParams& p) {
   const ElementType t = b.dtype(x);
-  const bool highest = is_floating(t) && !(tf32 && t == ElementType::kF32);
   Value r = b.convolution(x, w, strides, padding, lhs_dilation, rhs_dilation, feature_groups, batch_groups,
-                          half(t) ? ElementType::kF32 : t, highest);
+                          half(t) ? ElementType::kF32 : t, contraction_precision(p.precision, p.tf32, t));
   return b.convert(r, t);
 }
 
@@ -54,7 +54,7 @@ Value transposed(Builder& b, Value x, Value w, const ConvParams& p, const Dims& 
     // output = dilated + low + high - k + 1
     pad[i] = {low, out_spatial[i] - dilated - low + k - 1};
   }
-  return conv(b, x, flip_kernel(b, w, p.groups), Dims(n, 1), pad, p.stride, p.dilation, p.groups, 1, p.tf32);
+  return conv(b, x, flip_kernel(b, w, p.groups), Dims(n, 1), pad, p.stride, p.dilation, p.groups, 1, p);
 }
 
 Dims transposed_output(const Dims& xd, const Dims& wd, const ConvParams& p) {
@@ -82,7 +82,7 @@ Value plain_weight_grad(Builder& b, Value dy, Value x, const ConvParams& p, cons
     const int64_t lo = p.padding[i];
     pad[i] = {lo, (out_dilated - xd[2 + i]) + (k_dilated - lo - 1)};
   }
-  Value r = conv(b, lhs, rhs, p.dilation, pad, Dims(n, 1), p.stride, 1, p.groups, p.tf32);  // [C/g, O, k]
+  Value r = conv(b, lhs, rhs, p.dilation, pad, Dims(n, 1), p.stride, 1, p.groups, p);  // [C/g, O, k]
   return b.transpose(r, swap);
 }
 
@@ -93,7 +93,7 @@ Value conv_forward(Builder& b, Value x, Value w, const ConvParams& p) {
   if (p.transposed) return transposed(b, x, w, p, transposed_output(b.dims(x), b.dims(w), p));
   Padding pad(n);
   for (size_t i = 0; i < n; ++i) pad[i] = {p.padding[i], p.padding[i]};
-  return conv(b, x, w, p.stride, pad, Dims(n, 1), p.dilation, p.groups, 1, p.tf32);
+  return conv(b, x, w, p.stride, pad, Dims(n, 1), p.dilation, p.groups, 1, p);
 }
 
 Value conv_input_grad(Builder& b, Value grad, Value w, const ConvParams& p, const Dims& input_spatial) {
@@ -125,6 +125,7 @@ ConvParams params_of(const Attrs& a) {
   p.groups = a.get_int("groups");
   p.transposed = a.get_bool("transposed");
   p.tf32 = a.get_bool("tf32", false);
+  p.precision = a.get_int("precision", -1);
   return p;
 }
 

@@ -11,6 +11,7 @@ struct ConvParams {
   int64_t groups = 1;
   bool transposed = false;
   bool tf32 = false;  // float32 at DEFAULT precision (attr "tf32", aten/precision_policy.h)
+  int64_t precision = -1;  // attr "precision" (torch.tpu.precision), -1 when absent
 };
 
 // y = conv(x, w) or conv_transpose(x, w); no bias.

@@ -1,6 +1,7 @@
 // Matrix products: mm, bmm, addmm. Half-precision inputs accumulate in float32 (as PyTorch
-// does); float32/float64 use HIGHEST precision so GPUs/TPUs do not silently drop to TF32/bf16.
+// does); the operand precision follows lowering/precision.h.
 #include "lowering/hlo_names.h"
+#include "lowering/precision.h"
 #include "lowering/registry.h"
 #include "lowering/shape_helpers.h"
 
@@ -9,15 +10,11 @@
 namespace tpu::lowering {
 namespace {
 
-// attr "tf32" (set by aten/precision_policy.cc for float32 only): DEFAULT precision.
-bool allows_tf32(const Context& ctx) { return ctx.attrs.get_bool("tf32", false); }
-
-Value matmul(Builder& b, bool tf32, Value x, Value y, const hlo::Dims& batch, int64_t lc, int64_t rc) {
+Value matmul(Builder& b, const Attrs& attrs, Value x, Value y, const hlo::Dims& batch, int64_t lc, int64_t rc) {
   const ElementType t = b.dtype(x);
   const bool half = t == ElementType::kF16 || t == ElementType::kBF16;
   const ElementType acc = half ? ElementType::kF32 : t;
-  const bool highest = is_floating(t) && !(tf32 && t == ElementType::kF32);
-  Value r = b.dot_general(x, y, batch, batch, {lc}, {rc}, acc, highest);
+  Value r = b.dot_general(x, y, batch, batch, {lc}, {rc}, acc, contraction_precision(attrs, t));
   return b.convert(r, t);
 }
 
@@ -38,7 +35,7 @@ std::vector<Value> lower_mm(Context& ctx, const std::vector<Value>& in) {
                                 " and " + std::to_string(b.dims(in[1])[0]) + "x" +
                                 std::to_string(b.dims(in[1])[1]) + ")");
   }
-  return {matmul(b, allows_tf32(ctx), in[0], in[1], {}, 1, 0)};
+  return {matmul(b, ctx.attrs, in[0], in[1], {}, 1, 0)};
 }
 
 std::vector<Value> lower_bmm(Context& ctx, const std::vector<Value>& in) {
@@ -51,7 +48,7 @@ std::vector<Value> lower_bmm(Context& ctx, const std::vector<Value>& in) {
     throw std::invalid_argument("bmm: expected batch1 " + b.type(in[0]).str() + " and batch2 " +
                                 b.type(in[1]).str() + " to have matching batch and inner sizes");
   }
-  return {matmul(b, allows_tf32(ctx), in[0], in[1], {0}, 2, 1)};
+  return {matmul(b, ctx.attrs, in[0], in[1], {0}, 2, 1)};
 }
 
 // addmm(bias, m1, m2, beta, alpha) = beta * bias + alpha * (m1 @ m2).
@@ -79,7 +76,7 @@ std::vector<Value> lower_mv(Context& ctx, const std::vector<Value>& in) {
                                 std::to_string(b.dims(in[0])[0]) + "x" + std::to_string(b.dims(in[0])[1]) +
                                 "), vec (" + std::to_string(b.dims(in[1])[0]) + ")");
   }
-  return {matmul(b, allows_tf32(ctx), in[0], in[1], {}, 1, 0)};
+  return {matmul(b, ctx.attrs, in[0], in[1], {}, 1, 0)};
 }
 
 std::vector<Value> lower_dot(Context& ctx, const std::vector<Value>& in) {
@@ -93,7 +90,7 @@ std::vector<Value> lower_dot(Context& ctx, const std::vector<Value>& in) {
                                 std::to_string(b.dims(in[0])[0]) + " and " + std::to_string(b.dims(in[1])[0]) +
                                 " elements respectively");
   }
-  return {matmul(b, allows_tf32(ctx), in[0], in[1], {}, 0, 0)};
+  return {matmul(b, ctx.attrs, in[0], in[1], {}, 0, 0)};
 }
 
 // addmv(bias, mat, vec, beta, alpha): as addmm with a vector.

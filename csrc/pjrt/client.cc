@@ -85,6 +85,19 @@ std::unique_ptr<Client> Client::create(std::shared_ptr<Plugin> plugin,
     dbg.device_description = desc.device_description;
     check(api, api->PJRT_DeviceDescription_DebugString(&dbg), "PJRT_DeviceDescription_DebugString");
     info.debug_string.assign(dbg.debug_string, dbg.debug_string_size);
+    PJRT_DeviceDescription_Attributes_Args attrs{};
+    attrs.struct_size = PJRT_DeviceDescription_Attributes_Args_STRUCT_SIZE;
+    attrs.device_description = desc.device_description;
+    check(api, api->PJRT_DeviceDescription_Attributes(&attrs), "PJRT_DeviceDescription_Attributes");
+    for (size_t a = 0; a < attrs.num_attributes; ++a) {
+      const PJRT_NamedValue& v = attrs.attributes[a];
+      std::string name(v.name, v.name_size);
+      if (v.type == PJRT_NamedValue_kInt64) {
+        info.int_attributes[name] = {v.int64_value};
+      } else if (v.type == PJRT_NamedValue_kInt64List) {
+        info.int_attributes[name].assign(v.int64_array_value, v.int64_array_value + v.value_size);
+      }
+    }
     client->devices_.push_back(std::move(info));
   }
   return client;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +42,9 @@ struct DeviceInfo {
   int id = 0;
   std::string kind;          // e.g. "cpu", "NVIDIA H200", "TPU v5 lite"
   std::string debug_string;  // e.g. "TFRT_CPU_0"
+  // The description's integer attributes (PJRT_DeviceDescription_Attributes), e.g. a TPU's
+  // "coords" and "slice_index"; an int is a list of one. The CPU plugin reports none of these.
+  std::map<std::string, std::vector<int64_t>> int_attributes;
 };
 
 // What PJRT_Device_MemoryStats reports; the optional fields are those a plugin may leave unset.

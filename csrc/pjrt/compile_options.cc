@@ -18,6 +18,8 @@ std::string serialize(const CompileOptions& options) {
     assignment.message_field(3, replicas);
     build.message_field(9, assignment);
   }
+  if (options.optimization_level != 0) build.int64_field(24, options.optimization_level);
+  if (options.memory_fitting_level != 0) build.int64_field(25, options.memory_fitting_level);
 
   ProtoWriter proto;
   proto.message_field(3, build);

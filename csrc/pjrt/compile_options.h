@@ -30,6 +30,10 @@ struct CompileOptions {
   std::vector<int64_t> replica_devices;
   using Override = std::variant<std::string, bool, int64_t, double>;
   std::vector<std::pair<std::string, Override>> env_option_overrides;
+  // XLA's effort levels (ExecutionOptions.EffortLevel: O0 = 9, O1 = 19, O2 = 29, O3 = 39);
+  // 0 leaves the plugin's default.
+  int64_t optimization_level = 0;
+  int64_t memory_fitting_level = 0;
 };
 
 std::string serialize(const CompileOptions& options);

@@ -72,6 +72,8 @@ void bind_distributed(py::module_& m) {
     return d;
   });
   m.def("_device_global_id", [](int index) { return runtime::Runtime::get().device(index).id; });
+  // The device's integer attributes (a TPU's "coords", "core_on_chip", "slice_index"; none on CPU).
+  m.def("_device_int_attributes", [](int index) { return runtime::Runtime::get().device(index).int_attributes; });
   m.def("_plugin_spans_processes", &runtime::Runtime::configured_plugin_spans_processes);
   m.def("_dist_join_processes", [](const c10::intrusive_ptr<c10d::Store>& store, int node_id, int num_nodes) {
     runtime::Runtime::join_processes(node_id, num_nodes, std::make_shared<distributed::StoreKeyValue>(store));

@@ -18,6 +18,7 @@
 #include "exec/program_cache.h"
 #include "lowering/registry.h"
 #include "python/compiled_graph.h"
+#include "python/compile_settings.h"
 #include "python/custom_kernels.h"
 #include "python/distributed.h"
 #include "runtime/launch_queue.h"
@@ -225,6 +226,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_shape_churn_limit", [] { return exec::ProgramCache::get().churn().limit(); });
   m.def("_lowerings", &lowering::registered_lowerings);
   python::bind_compiled_graph(m);
+  python::bind_compile_settings(m);
   python::bind_distributed(m);
   python::bind_custom_kernels(m);
 }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "exec/compile_settings.h"
 #include "pjrt/compile_options.h"
 #include "pjrt/proto_writer.h"
 #include "test_support.h"
@@ -97,6 +98,35 @@ TEST(CompileOptions, EnvOptionOverridesAreMapEntries) {
   EXPECT_NE(text.find("bool_field: true"), std::string::npos) << text;
   EXPECT_NE(text.find("int_field: 7"), std::string::npos) << text;
   EXPECT_NE(text.find("double_field: 0.5"), std::string::npos) << text;
+}
+
+TEST(CompileOptions, EffortLevelsAreBuildOptions) {
+  pjrt::CompileOptions o;
+  o.optimization_level = 19;
+  o.memory_fitting_level = 39;
+  const std::string text = decode_typed(pjrt::serialize(o));
+  EXPECT_NE(text.find("optimization_level: EFFORT_O1"), std::string::npos) << text;
+  EXPECT_NE(text.find("memory_fitting_level: EFFORT_O3"), std::string::npos) << text;
+}
+
+TEST(CompileSettings, NestedOptionsMergeInnerWinsAndKeyThePrograms) {
+  EXPECT_EQ(exec::settings_key(), "");
+  exec::push_compiler_options({{"xla_optimization_level", std::string("O1")}, {"xla_flag_a", true}});
+  const std::string outer = exec::settings_key();
+  exec::push_compiler_options({{"xla_optimization_level", std::string("O3")}});
+  EXPECT_NE(exec::settings_key(), outer);
+  pjrt::CompileOptions o;
+  exec::apply_compile_settings(o);
+  EXPECT_EQ(o.optimization_level, 39);
+  ASSERT_EQ(o.env_option_overrides.size(), 1u);  // the level is a build option, not an override
+  EXPECT_EQ(o.env_option_overrides[0].first, "xla_flag_a");
+  exec::pop_compiler_options();
+  EXPECT_EQ(exec::settings_key(), outer);
+  exec::pop_compiler_options();
+  EXPECT_EQ(exec::settings_key(), "");
+  EXPECT_THROW(exec::push_compiler_options({{"xla_memory_fitting_level", std::string("fast")}}),
+               std::invalid_argument);
+  EXPECT_EQ(exec::settings_key(), "");  // a rejected entry is not pushed
 }
 
 }  // namespace

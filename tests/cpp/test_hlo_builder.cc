@@ -54,6 +54,24 @@ TEST(Builder, IdentityShapeOpsEmitNothing) {
   EXPECT_EQ(b.module_text({x}).find("stablehlo."), std::string::npos);
 }
 
+TEST(Builder, ContractionPrecisionIsWrittenPerOperand) {
+  Builder b;
+  auto x = b.parameter(TensorType{ElementType::kF32, {2, 3}});
+  auto y = b.parameter(TensorType{ElementType::kF32, {3, 4}});
+  auto high = b.dot_general(x, y, {}, {}, {1}, {0}, ElementType::kF32, hlo::Precision::kHigh);
+  auto plain = b.dot_general(x, y, {}, {}, {1}, {0}, ElementType::kF32, hlo::Precision::kDefault);
+  const std::string text = b.module_text({high, plain});
+  EXPECT_NE(text.find("[#stablehlo<precision HIGH>, #stablehlo<precision HIGH>]"), std::string::npos) << text;
+  EXPECT_EQ(text.find("HIGHEST"), std::string::npos) << text;
+  size_t dots = 0, configs = 0;
+  for (size_t at = text.find("dot_general"); at != std::string::npos; at = text.find("dot_general", at + 1)) ++dots;
+  for (size_t at = text.find("precision_config"); at != std::string::npos; at = text.find("precision_config", at + 1)) {
+    ++configs;
+  }
+  EXPECT_EQ(dots, 2u);
+  EXPECT_EQ(configs, 1u);  // DEFAULT writes none
+}
+
 TEST(Builder, ComparisonsNameTheirType) {
   // Left implicit, XLA's CPU constant folder compared signed integers as unsigned.
   Builder b;

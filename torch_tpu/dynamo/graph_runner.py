@@ -7,6 +7,9 @@ recorded graph becomes one StableHLO module, compiled through the shared executa
 the same layout - no Python, no per-op dispatch - with mutated inputs' buffers donated to their
 new values.
 
+A call under other compilation settings (``torch.tpu.precision``,
+``torch.tpu.compiler.custom_compiler_options``) captures a program of its own.
+
 Shapes are static: a new input shape (or layout) captures and compiles a new program, up to
 ``TORCH_TPU_COMPILE_SHAPE_LIMIT`` (default 8) per graph; beyond it the graph warns once and
 runs op by op in the current eager mode. A graph with one dynamic size that padding cannot
@@ -134,6 +137,9 @@ class CompiledFxGraph:
             tensors = [a for a in args if isinstance(a, torch.Tensor)]
             if key:
                 self.tensor_inputs_only = False
+        settings = _C._compile_settings_key()  # torch.tpu.precision, compiler options: own programs
+        if settings:
+            key = key + (settings,)
         if self.has_host_inputs is None and not any(t.device.type == "tpu" for t in tensors):
             stats["op_by_op_calls"] += 1  # no tpu tensor in: a graph of CPU work runs as it is
             return list(self.gm(*args))

@@ -84,6 +84,20 @@ class device:
         return False
 
 
+class device_of(device):
+    """Context manager selecting the device of ``obj`` (a tensor or storage); a no-op when
+    ``obj`` is not on tpu (as ``torch.cuda.device_of``)."""
+
+    def __init__(self, obj):
+        on_tpu = getattr(getattr(obj, "device", None), "type", None) == "tpu"
+        super().__init__(obj.get_device() if on_tpu else None)
+
+
+def get_amp_supported_dtype():
+    """The dtypes torch.autocast("tpu") may cast to."""
+    return [torch.bfloat16, torch.float16]
+
+
 def synchronize(device=None):
     """Waits for all work on a tpu device. A device-side error of earlier work is raised here,
     naming the op it came from."""

@@ -82,3 +82,10 @@ class StreamContext:
 def stream(stream):
     """``with torch.tpu.stream(s):`` - the current stream is ``s`` inside the block."""
     return StreamContext(stream)
+
+
+def set_stream(stream):
+    """Makes ``stream`` the current stream of its device (None: no change), as
+    ``torch.cuda.set_stream``."""
+    if stream is not None:
+        torch.accelerator.set_stream(stream)

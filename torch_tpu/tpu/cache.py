@@ -1,0 +1,27 @@
+"""``torch.tpu.compilation_cache_stats`` and ``torch.tpu.clear_compilation_cache``."""
+
+from .. import _C
+
+
+def compilation_cache_stats():
+    """Statistics of the compilation cache shared by all eager modes and torch.compile.
+
+    ``hits`` (lookups answered without compiling: per-op programs, fused graphs and executables
+    in memory), ``misses``, ``compiles``, ``compile_seconds``, ``entries`` (executables in
+    memory), ``executions``; the disk tier's ``disk_loads``, ``disk_load_seconds``,
+    ``disk_writes``, ``disk_rejected`` (corrupt or foreign entries replaced),
+    ``disk_host_mismatch`` (entries compiled on a CPU with instruction-set extensions this one
+    lacks, recompiled instead of loaded), ``disk_evicted``,
+    ``disk_bytes`` and ``disk_dir``; and Fused Eager's ``fused_ops_recorded``,
+    ``fused_graphs_run``, ``fused_graph_compiles``, ``fused_graph_replays``,
+    ``fused_flushes_by_repeat``, ``fused_flushes_by_size`` and ``fused_split_reads`` (flushes
+    for a host read run as the read value's dependencies, then the rest); ``donated_buffers`` (input
+    buffers that fused graphs and compiled graphs reused for their outputs).
+    """
+    return dict(_C._compilation_cache_stats())
+
+
+def clear_compilation_cache(disk: bool = False):
+    """Forgets every compiled program in memory; with ``disk=True`` also deletes the disk
+    tier's entries (``TORCH_TPU_CACHE_DIR``)."""
+    _C._clear_compilation_cache(disk)

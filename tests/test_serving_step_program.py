@@ -1,4 +1,4 @@
-"""Step programs (torch_tpu/serving/step_program.py): a Python step function captured once per
+"""Step programs (torch_tpu/captured.py): a Python step function captured once per
 bucket and replayed from C++, updating its state tensors in place - and taking over their
 buffers even while the previous step that writes them is still running (the serving loop
 launches step N+1 before step N finishes)."""
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from torch_tpu.serving.packing import Layout, Section, upload
-from torch_tpu.serving.step_program import StepPrograms
+from torch_tpu.captured import CapturedPrograms
 
 
 def _donated():
@@ -41,7 +41,7 @@ def test_replays_update_state_in_place_and_donate_back_to_back(strict_no_fallbac
              for _ in range(6)]
     cache = torch.zeros(64, 16, device="tpu")
     last = torch.zeros(64, dtype=torch.int32, device="tpu")
-    programs = StepPrograms("test")
+    programs = CapturedPrograms("test")
     fn = _step(weight.to("tpu"))
     before = _donated()
     outs = [programs.run("bucket", fn, [upload(p.numpy(), "tpu"), cache, last])[0] for p in steps]
@@ -57,7 +57,7 @@ def test_replays_update_state_in_place_and_donate_back_to_back(strict_no_fallbac
 
 
 def test_new_layout_captures_again():
-    programs = StepPrograms("test")
+    programs = CapturedPrograms("test")
     fn = lambda packed, state: [state.add_(packed.float()).sum().reshape(1)]  # noqa: E731
     for n in (4, 4, 8, 8):
         state = torch.zeros(n, device="tpu")
@@ -68,7 +68,7 @@ def test_new_layout_captures_again():
 
 
 def test_a_step_that_reads_the_host_is_recorded_per_step_with_a_warning():
-    programs = StepPrograms("test")
+    programs = CapturedPrograms("test")
 
     def fn(packed, state):
         k = int(packed[0].item())  # a host read inside the step: not one program

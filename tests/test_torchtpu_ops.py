@@ -201,3 +201,73 @@ def test_splash_sdpa_checks_its_arguments():
         ops.splash_sdpa(q, k, k)
     with pytest.raises(ValueError, match="q_layout"):
         ops.splash_sdpa(q, q, q, q_layout="ROW")
+
+
+# ---- ragged_dot (Mixture-of-Experts grouped products)
+
+def _ragged_reference(lhs, rhs, sizes):
+    outs, start = [], 0
+    for i, count in enumerate(sizes):
+        outs.append(lhs[start:start + count] @ rhs[i])
+        start += count
+    outs.append(lhs.new_zeros(lhs.shape[0] - start, rhs.shape[2]))
+    return torch.cat(outs)
+
+
+@pytest.mark.parametrize("sizes, m", [([10, 0, 20, 5], 37), ([1, 1, 1], 3), ([64], 64), ([3, 40, 0, 0, 7], 50)])
+def test_ragged_dot_and_its_gradients_match_per_group_products(sizes, m):
+    torch.manual_seed(0)
+    k, n, g = 6, 5, len(sizes)
+    lhs = torch.randn(m, k, requires_grad=True)
+    rhs = torch.randn(g, k, n, requires_grad=True)
+    ref = _ragged_reference(lhs, rhs, sizes)
+    grad = torch.randn_like(ref)
+    ref.backward(grad)
+    group_sizes = torch.tensor(sizes, device="tpu")
+    tl, tr = lhs.detach().to("tpu").requires_grad_(), rhs.detach().to("tpu").requires_grad_()
+    out = ops.ragged_dot(tl, tr, group_sizes)
+    assert_close(out, ref.detach(), rtol=1e-5, atol=1e-5)
+    out.backward(grad.to("tpu"))
+    assert_close(tl.grad, lhs.grad, rtol=1e-5, atol=1e-5)
+    assert_close(tr.grad, rhs.grad, rtol=1e-5, atol=1e-5)
+    assert_close(ops.ragged_dot_weight_grad(tl.detach(), grad.to("tpu"), group_sizes), rhs.grad, rtol=1e-5, atol=1e-5)
+    written = torch.empty(m, n, device="tpu")
+    assert ops.ragged_dot(tl.detach(), tr.detach(), group_sizes, out=written) is written
+    assert_close(written, ref.detach(), rtol=1e-5, atol=1e-5)
+
+
+def test_ragged_dot_is_one_program_for_every_split():
+    """The tile layout comes from group_sizes on the device: new splits reuse the program."""
+    torch.manual_seed(0)
+    lhs, rhs = torch.randn(48, 8, device="tpu"), torch.randn(3, 8, 4, device="tpu")
+    splits = ([16, 16, 16], [40, 0, 8], [1, 2, 45])
+    with torch_tpu.execution_mode.mode("fused"):
+        ops.ragged_dot(lhs, rhs, torch.tensor(splits[0], device="tpu")).cpu()
+        before = torch.tpu.compilation_cache_stats()["compiles"]
+        for s in splits[1:]:
+            out = ops.ragged_dot(lhs, rhs, torch.tensor(s, device="tpu"))
+            assert_close(out, _ragged_reference(lhs.cpu(), rhs.cpu(), s), rtol=1e-5, atol=1e-5)
+        assert torch.tpu.compilation_cache_stats()["compiles"] == before
+
+
+def test_ragged_dot_work_is_the_ragged_products():
+    """Tiles cover each group's rows with at most one padded tile per group, not g dense products."""
+    from torch_tpu.ops.ragged import _layout, _tile_rows
+
+    m, g = 1000, 8
+    tile = _tile_rows(m, g)
+    group, valid, _ = _layout(torch.tensor([500, 3, 0, 250, 100, 100, 40, 7]), m, tile)
+    tiles = group.numel()
+    assert tiles * tile <= m + (g + 1) * tile  # rows multiplied: the ragged rows plus padding
+    assert tiles * tile < 2 * m < g * m
+    assert int(valid.sum()) == 1000
+
+
+def test_ragged_dot_checks_its_arguments():
+    lhs, rhs = torch.randn(4, 3, device="tpu"), torch.randn(2, 3, 5, device="tpu")
+    with pytest.raises(ValueError, match="do not fit"):
+        ops.ragged_dot(lhs, rhs, torch.tensor([1, 1, 2], device="tpu"))
+    with pytest.raises(TypeError, match="integer"):
+        ops.ragged_dot(lhs, rhs, torch.tensor([1.0, 3.0], device="tpu"))
+    with pytest.raises(ValueError, match="no host read"):
+        ops.ragged_dot(lhs, rhs, torch.tensor([1, 3]))

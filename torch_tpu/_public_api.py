@@ -3,7 +3,7 @@ where the name lives and its stage.
 
 ``install()`` (run by ``import torch_tpu``) makes ``torch.tpu`` (the device module,
 ``torch_tpu.tpu``) and its public submodules (``torch.tpu.compiler``, ``.ops``, ``.distributed``,
-``.pallas``, ``.profiler``) answer exactly these names: each is imported from its home on first
+``.optimizers``, ``.pallas``) answer exactly these names: each is imported from its home on first
 use (so ``import torch_tpu`` stays cheap) and then cached on the module; a ``Property`` is a
 settable attribute (``torch.tpu.eager_mode = ...``). The submodules are registered in
 ``sys.modules``, so ``import torch.tpu.ops`` and ``from torch.tpu.compiler import ...`` work.
@@ -111,11 +111,20 @@ PUBLIC = {
         "max_pool3d": (_OPS + "pooling:max_pool3d", STABLE),
         "max_pool3d_backward": (_OPS + "pooling:max_pool3d_backward", STABLE),
         "optimization_barrier": (_OPS + "barrier:optimization_barrier", EXPERIMENTAL),
+        "ragged_dot": (_OPS + "ragged:ragged_dot", EXPERIMENTAL),
+        "ragged_dot_weight_grad": (_OPS + "ragged:ragged_dot_weight_grad", EXPERIMENTAL),
         "recv": (_OPS + "collectives:recv", EXPERIMENTAL),
         "reduce_scatter_dim": (_OPS + "collectives:reduce_scatter_dim", EXPERIMENTAL),
         "send": (_OPS + "collectives:send", EXPERIMENTAL),
         "splash_sdpa": (_OPS + "attention:splash_sdpa", EXPERIMENTAL),
         "strip_jagged_padding": (_OPS + "jagged:strip_jagged_padding", EXPERIMENTAL),
+    },
+    "torch.tpu.optimizers": {
+        "AdamW": ("torch_tpu.optimizers.adamw:AdamW", EXPERIMENTAL),
+        "Muon": ("torch_tpu.optimizers.muon:Muon", EXPERIMENTAL),
+        "Optimizer": ("torch_tpu.optimizers.base:Optimizer", EXPERIMENTAL),
+        "Sgd": ("torch_tpu.optimizers.sgd:Sgd", EXPERIMENTAL),
+        "SingleTraceTrainer": ("torch_tpu.optimizers.trainer:SingleTraceTrainer", EXPERIMENTAL),
     },
     "torch.tpu.pallas": {
         "custom_jax_kernel": ("torch_tpu.kernels:jax_op", STABLE),
@@ -128,6 +137,7 @@ DOCS = {
     "torch.tpu.compiler": "XLA compiler options for the programs compiled in a block.",
     "torch.tpu.distributed": "SPMD regions, topology-aware meshes and the launch environment.",
     "torch.tpu.ops": "Ops beyond ATen: barriers, pooling without indices, jagged helpers, collectives.",
+    "torch.tpu.optimizers": "Functional optimizers and SingleTraceTrainer: a whole training step as one program.",
     "torch.tpu.pallas": "Custom kernels from JAX / Pallas and StableHLO (JAX is imported on first use).",
 }
 

@@ -11,7 +11,8 @@
 * ``rng``: counter-based random numbers (a request's seed and its output position), so sampling
   inside a replayed program is reproducible and needs no generator state.
 * ``buckets``: the bucket sizes that bound how many programs a server compiles.
-* ``step_program``: one captured program per bucket: recorded once through Fused Eager, then
-  replayed from C++ with no per-op work.
+* ``step_state``: what an engine keeps on the device between steps and how a step is planned
+  and launched; its programs are ``torch_tpu.captured.CapturedPrograms`` (one per bucket,
+  recorded once through Fused Eager, then replayed from C++ with no per-op work).
 * ``memory``: the KV-cache budget rule (never more than the host or device can hold).
 """

@@ -26,7 +26,7 @@ import torch
 from .packing import upload
 from .sampler import PenaltyState, SamplingSpec
 from .step_batch import StepRequest, build, layout_for
-from .step_program import StepPrograms
+from ..captured import CapturedPrograms
 
 logger = logging.getLogger("torch_tpu.serving")
 
@@ -37,7 +37,7 @@ class StepState:
         self.log = log or logger  # engines pass a logger their own logging configuration shows
         self.limits = limits
         self.device = device
-        self.programs = StepPrograms(label)
+        self.programs = CapturedPrograms(label)
         self.last_tokens = torch.zeros(limits.spare_slot + 1, dtype=torch.int32, device=device)
         self.penalty = None
         self.cover_ratio = cover_ratio  # 0: every step in its own bucket

@@ -128,7 +128,7 @@ class SGLangStepRunner:
         pool = mr.token_to_kv_pool
         self.kv = list(pool.k_buffer) + list(pool.v_buffer)
         for buffer in self.kv:
-            buffer.zero_()  # typed contents (see torch_tpu/serving/step_program.py)
+            buffer.zero_()  # typed contents (see torch_tpu/captured.py)
         self.table = mr.req_to_token_pool.req_to_token.numpy()  # on the host (hooks.py)
         rows = self.table.shape[0]
         self.vocab = mr.model_config.vocab_size

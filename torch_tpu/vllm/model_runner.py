@@ -6,7 +6,7 @@ Per step (``execute_model`` + ``sample_tokens``):
   2. one upload of that buffer;
   3. one program for the step's bucket: input preparation, model forward, logits, sampler and
      slot-state updates (``step_forward.py``), captured on the bucket's first step and replayed
-     from C++ afterwards (``torch_tpu.serving.step_program``);
+     from C++ afterwards (``torch_tpu.captured``);
   4. one read of the sampled tokens (and log-probs), deferred: with asynchronous scheduling
      (on by default) the step returns at once and vLLM schedules the next step while this one
      runs; the next step takes a running request's last token from the device.

@@ -1,5 +1,5 @@
 """The device side of one vLLM step, recorded once per bucket as one program
-(``torch_tpu.serving.step_program``).
+(``torch_tpu.captured``).
 
 ``torch_tpu.serving.step_inputs`` derives the step's attention groups, positions, KV slots,
 input ids and logits rows from the packed metadata; this runs vLLM's model forward under vLLM's

@@ -1,29 +1,30 @@
-"""A serving step as one device program per bucket, captured once and replayed from C++.
+"""A Python step function as one device program per key, captured once and replayed from C++
+(a serving engine's step per bucket, torch.tpu.optimizers' whole training step).
 
-The first step of a bucket runs the engine's step function (input preparation, model forward,
-logits, sampler, state updates) in Fused Eager capture mode: every op goes through its one
-lowering into a single recorded graph, which is compiled through the shared program cache and
-run - that step's results are real. The capture (``torch_tpu._C._capture_begin/_capture_end``,
-the same mechanism as ``torch.compile``'s graphs) also describes how the program's parameters
-map to the step's input tensors: the packed metadata, the KV caches and the per-slot state,
-which the program updates in place (their buffers donated). Weights and other tensors the step
-only reads are held by the program as constants. Every later step of the bucket is one call
-into C++ (``_CompiledGraph.run``): no Python per op, no dispatch, no recording.
+The first call for a key runs the step function in Fused Eager capture mode: every op - autograd's
+backward ones too - goes through its one lowering into a single recorded graph, which is compiled
+through the shared program cache and run; that call's results are real. The capture
+(``torch_tpu._C._capture_begin/_capture_end``, the same mechanism as ``torch.compile``'s graphs)
+also describes how the program's parameters map to the step's input tensors (a serving step's
+packed metadata, KV caches and per-slot state; a training step's batch, parameters, optimizer
+state and buffers), which the program updates in place (their buffers donated). Tensors the step
+only reads are held by the program as constants. Every later call for the key is one call into
+C++ (``_CompiledGraph.run``): no Python per op, no dispatch, no recording.
 
-A step function must depend only on its bucket (shapes, variant) and its input tensors' data -
-never on a host value of the step. If a capture cannot be replayed (an op read device data on
-the host, or fell back to the CPU), that bucket is recorded again on every step (still one
+A step function must depend only on its key (shapes, variant) and its input tensors' data - never
+on a host value of the step. If a capture cannot be replayed (an op read device data on the host,
+drew random numbers, or fell back to the CPU), that key is recorded again on every call (still one
 compiled program, with the per-op recording cost) and a warning names the reason once.
 """
 
 import warnings
 
-from .. import _C
-from ..execution_mode import EagerMode, mode
+from . import _C
+from .execution_mode import EagerMode, mode
 
 
-class StepPrograms:
-    """The captured programs of one engine, by bucket key."""
+class CapturedPrograms:
+    """The captured programs of one step function owner (an engine, a trainer), by key."""
 
     def __init__(self, label: str):
         self.label = label
@@ -75,9 +76,9 @@ class StepPrograms:
         else:
             self._rerecord.add(key)
             warnings.warn(
-                f"{self.label}: a step program cannot be replayed ({graph.reason}); its bucket is "
-                "recorded again on every step. Check torch_tpu.fallback_counts() for ops that run on "
-                "the CPU.",
+                f"{self.label}: a step program cannot be replayed ({graph.reason}); it is recorded "
+                "again on every step (still one compiled program). Check torch_tpu.fallback_counts() "
+                "for ops that run on the CPU.",
                 stacklevel=3,
             )
         return outs

@@ -78,6 +78,15 @@ _PRECISION_SCRIPT = textwrap.dedent(r"""
         (c[:8] @ d).cpu()
     r["over_global"] = configs("dot_general")
     torch.set_float32_matmul_precision("highest")
+    # The backward's matmuls (run by autograd's engine on its own thread) follow the block too.
+    w = torch.randn(24, 6).to("tpu").requires_grad_()
+    with torch.tpu.precision(P.HIGH):
+        (ta @ w).square().sum().backward()
+    r["backward"] = configs("dot_general")
+    wr = torch.randn(24, 6)
+    wr.copy_(w.detach().cpu()); wr.requires_grad_()
+    (a @ wr).square().sum().backward()
+    r["errs"].append(err(w.grad, wr.grad) / 100)
     # Fused Eager records the op with its precision.
     with execution_mode.mode("fused"):
         with torch.tpu.precision(P.HIGH):
@@ -133,6 +142,10 @@ def test_precision_sets_the_stablehlo_precision_config(precision_run):
     assert r["bf16_high"] == ["HIGH"]
     assert r["conv_default"] == ["DEFAULT"]
     assert max(r["errs"]) < 1e-3, r["errs"]  # the CPU plugin computes float32 at every precision
+
+
+def test_precision_applies_to_the_backward(precision_run):
+    assert precision_run["backward"] == ["HIGH"]  # forward and both backward products
 
 
 def test_precision_wins_over_set_float32_matmul_precision(precision_run):

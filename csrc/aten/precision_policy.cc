@@ -3,20 +3,26 @@
 #include <ATen/Context.h>
 
 #include <atomic>
+#include <mutex>
 #include <stdexcept>
 #include <vector>
 
 namespace tpu::aten {
 namespace {
 std::atomic<bool> g_conv_tf32{false};
-thread_local std::vector<int> t_precision;
+// torch.tpu.precision's stack: process-wide, like the TF32 policy, so the backward ops autograd's
+// engine issues on its device thread see the block of the thread that ran the forward.
+std::mutex g_precision_mu;
+std::vector<int> g_precision;
+std::atomic<int> g_precision_top{-1};
 
 bool floating(at::ScalarType t) { return at::isFloatingType(t); }
 
 // The override as an attribute; returns whether one is active.
 bool mark_override(OpRunner& r, at::ScalarType dtype) {
-  if (t_precision.empty() || !floating(dtype)) return false;
-  r.attrs().set_int("precision", t_precision.back());
+  const int p = g_precision_top.load(std::memory_order_acquire);
+  if (p < 0 || !floating(dtype)) return false;
+  r.attrs().set_int("precision", p);
   return true;
 }
 }  // namespace
@@ -26,14 +32,18 @@ void push_precision(int precision) {
     throw std::invalid_argument("torch.tpu.precision: expected Precision.DEFAULT, HIGH or HIGHEST, got " +
                                 std::to_string(precision));
   }
-  t_precision.push_back(precision);
+  std::lock_guard<std::mutex> lock(g_precision_mu);
+  g_precision.push_back(precision);
+  g_precision_top.store(precision, std::memory_order_release);
 }
 
 void pop_precision() {
-  if (!t_precision.empty()) t_precision.pop_back();
+  std::lock_guard<std::mutex> lock(g_precision_mu);
+  if (!g_precision.empty()) g_precision.pop_back();
+  g_precision_top.store(g_precision.empty() ? -1 : g_precision.back(), std::memory_order_release);
 }
 
-int precision_override() { return t_precision.empty() ? -1 : t_precision.back(); }
+int precision_override() { return g_precision_top.load(std::memory_order_acquire); }
 
 // The per-backend query (not allowTF32CuBLAS, which throws once the legacy and the new
 // fp32_precision APIs were both used); legacy setters update it too.

@@ -7,7 +7,7 @@
 //           are one switch, as on CUDA (default "highest": exact).
 //   conv:   torch.backends.tpu.conv.allow_tf32, torch_tpu's own switch (default False, unlike
 //           cuDNN's True: on a TPU DEFAULT means one bf16 pass).
-// torch.tpu.precision(mode) (a per-thread stack) takes precedence over both for every floating
+// torch.tpu.precision(mode) (a process-wide stack) takes precedence over both for every floating
 // dtype: the attribute "precision" (StableHLO's DEFAULT = 0, HIGH = 1, HIGHEST = 2) is set on
 // the op, so it is part of the signature as well.
 #pragma once

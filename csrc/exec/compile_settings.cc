@@ -12,18 +12,19 @@ namespace {
 constexpr const char* kOptimizationLevel = "xla_optimization_level";
 constexpr const char* kMemoryFittingLevel = "xla_memory_fitting_level";
 
-struct ThreadSettings {
-  std::vector<std::vector<CompilerOption>> stack;
-  std::string key;
-  int64_t key_generation = -1;  // g_generation the key was built for
-};
-
-thread_local ThreadSettings t_settings;
-
+// The options stack is process-wide (like the eager mode): ops autograd's engine runs on its own
+// thread compile with the block of the thread that ran the forward. Each change bumps
+// g_generation; a thread rebuilds its cached key when the generation moved.
 std::mutex g_mu;
+std::vector<std::vector<CompilerOption>> g_stack;
 std::optional<bool> g_excess_precision;
-// Bumped by every change of a process-wide setting: threads rebuild their key.
 std::atomic<int64_t> g_generation{0};
+
+struct KeyCache {
+  std::string key;
+  int64_t generation = -1;
+};
+thread_local KeyCache t_key;
 
 // "O0".."O3" -> ExecutionOptions.EffortLevel (O0 = 9, O1 = 19, O2 = 29, O3 = 39).
 int64_t effort_level(const std::string& name, const pjrt::CompileOptions::Override& value) {
@@ -48,18 +49,21 @@ void push_compiler_options(std::vector<CompilerOption> options) {
   for (const auto& [name, value] : options) {
     if (name == kOptimizationLevel || name == kMemoryFittingLevel) effort_level(name, value);
   }
-  t_settings.stack.push_back(std::move(options));
-  t_settings.key_generation = -1;
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_stack.push_back(std::move(options));
+  g_generation.fetch_add(1);
 }
 
 void pop_compiler_options() {
-  if (!t_settings.stack.empty()) t_settings.stack.pop_back();
-  t_settings.key_generation = -1;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_stack.empty()) g_stack.pop_back();
+  g_generation.fetch_add(1);
 }
 
 std::vector<CompilerOption> current_compiler_options() {
   std::map<std::string, pjrt::CompileOptions::Override> merged;
-  for (const auto& level : t_settings.stack) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (const auto& level : g_stack) {
     for (const auto& [name, value] : level) merged[name] = value;
   }
   return {merged.begin(), merged.end()};
@@ -77,13 +81,13 @@ void set_allow_excess_precision(bool allow) {
 }
 
 const std::string& settings_key() {
-  ThreadSettings& t = t_settings;
+  KeyCache& t = t_key;
   const int64_t generation = g_generation.load(std::memory_order_acquire);
-  if (t.key_generation == generation) return t.key;
+  if (t.generation == generation) return t.key;
   t.key.clear();
   for (const auto& [name, value] : current_compiler_options()) t.key += name + '=' + value_text(value) + ';';
   if (auto excess = allow_excess_precision_setting()) t.key += *excess ? "excess=1;" : "excess=0;";
-  t.key_generation = generation;
+  t.generation = generation;
   return t.key;
 }
 

@@ -12,7 +12,8 @@ values of the flag's type (bool, int, float or str), plus two build options:
 ``xla_optimization_level`` and ``xla_memory_fitting_level`` (``"O0"`` .. ``"O3"``). An option
 the plugin rejects raises ValueError at the ``with`` line, with the plugin's words. Work
 recorded by Fused Eager runs at the block's edges, so it compiles with the options it was
-recorded under. The options are per thread. Not allowed inside a compiled function.
+recorded under. The options are process-wide (the backward ops autograd runs on its own thread
+compile with them too). Not allowed inside a compiled function.
 """
 
 import contextlib

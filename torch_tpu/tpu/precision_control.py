@@ -1,7 +1,8 @@
 """``torch.tpu.Precision``, ``torch.tpu.precision(mode)`` and ``torch.tpu.allow_excess_precision``.
 
 ``precision(mode)`` sets StableHLO's operand precision of the matrix products and convolutions
-issued in the block (this thread): ``HIGHEST`` is exact float32, ``DEFAULT`` lets the hardware
+issued in the block - process-wide, like ``torch.set_float32_matmul_precision``, so the backward
+ops autograd runs on its own thread follow it too: ``HIGHEST`` is exact float32, ``DEFAULT`` lets the hardware
 use its fastest passes (one bf16 pass on a TPU, TF32 on NVIDIA GPUs), ``HIGH`` is in between
 (3 bf16 passes on a TPU). It takes precedence over ``torch.set_float32_matmul_precision`` and
 ``torch.backends.tpu.conv.allow_tf32``, applies to every floating dtype, and is part of each
@@ -51,7 +52,7 @@ def precision(mode: Precision):
 
 
 def current_precision():
-    """The ``Precision`` of the innermost ``precision`` block of this thread, or None."""
+    """The ``Precision`` of the innermost active ``precision`` block, or None."""
     p = _C._precision_override()
     return None if p < 0 else Precision(p)
 

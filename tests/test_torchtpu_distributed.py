@@ -1,5 +1,5 @@
 """The original TorchTPU's distributed names on ours: torch.tpu.ops.all_gather_dim /
-reduce_scatter_dim / send / recv, torch.tpu.distributed.spmd_safe, topology_aware_mesh and
+reduce_scatter_dim / send / recv / ragged_all_to_all, torch.tpu.distributed.spmd_safe, topology_aware_mesh and
 set_tpu_launch_env. Collectives run on 2 ranks as threads (the device transport) and as processes
 (the host transport); every result is compared with the same math on CPU tensors."""
 
@@ -15,6 +15,27 @@ from torch_tpu.distributed.topology import layout_from_devices
 def _data(rank, shape=(4, 6)):
     g = torch.Generator().manual_seed(100 + rank)
     return torch.randn(shape, generator=g)
+
+
+# Per rank: (rows sent to each rank, where they start in the operand, where each receiver puts them).
+_RAGGED = {0: ([2, 3], [0, 2], [1, 0]), 1: ([1, 4], [5, 0], [4, 3])}
+
+
+def _weights(rank):
+    return torch.arange(24, dtype=torch.float32).reshape(8, 3) + 100 * rank
+
+
+def _ragged_expected(world_size):
+    operands = [_data(r, (6, 3)) + 10 * r for r in range(world_size)]
+    outputs = [torch.full((8, 3), -1.0) for _ in range(world_size)]
+    grads = [torch.zeros(6, 3) for _ in range(world_size)]
+    for src in range(world_size):
+        sends, starts, targets = _RAGGED[src]
+        for dst in range(world_size):
+            n, s, t = sends[dst], starts[dst], targets[dst]
+            outputs[dst][t:t + n] = operands[src][s:s + n]
+            grads[src][s:s + n] = _weights(dst)[t:t + n]
+    return outputs, grads
 
 
 def collective_cases(rank, world_size):
@@ -63,6 +84,16 @@ def collective_cases(rank, world_size):
         dist.all_reduce(z, op=dist.ReduceOp.MAX)
     out["spmd_block"] = z.cpu()
     out["outside"] = in_spmd_safe_region()
+    # ragged_all_to_all (2 ranks): uneven slices, out of order, placed where the senders say.
+    operand = (_data(rank, (6, 3)) + 10 * rank).to("tpu").requires_grad_()
+    sends, starts, targets = _RAGGED[rank]
+    recvs = [_RAGGED[j][0][rank] for j in range(world_size)]
+    exchanged = torch.tpu.ops.ragged_all_to_all(
+        operand, torch.full((8, 3), -1.0, device="tpu"), torch.tensor(starts, device="tpu"),
+        torch.tensor(sends, device="tpu"), torch.tensor(targets, device="tpu"), torch.tensor(recvs, device="tpu"),
+        dist.group.WORLD.group_name)
+    (exchanged * _weights(rank).to("tpu")).sum().backward()
+    out["ragged"], out["ragged_grad"] = exchanged.detach().cpu(), operand.grad.cpu()
     out["mesh"] = torch.tpu.distributed.topology_aware_mesh("tpu", (world_size,))
     out["mesh_2d"] = torch.tpu.topology_aware_mesh("tpu", (1, world_size))
     return out
@@ -85,6 +116,10 @@ def _check(results, world_size=2):
         assert out["outside"] is False
         assert out["mesh"].tolist() == list(range(world_size))
         assert out["mesh_2d"].tolist() == [list(range(world_size))]
+    outputs, grads = _ragged_expected(world_size)
+    for rank, out in enumerate(results):
+        torch.testing.assert_close(out["ragged"], outputs[rank])
+        torch.testing.assert_close(out["ragged_grad"], grads[rank])
     torch.testing.assert_close(results[1]["recv_a"], xs[0] * 2)
     torch.testing.assert_close(results[1]["recv_b"], ints[0])
 

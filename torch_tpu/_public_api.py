@@ -111,6 +111,7 @@ PUBLIC = {
         "max_pool3d": (_OPS + "pooling:max_pool3d", STABLE),
         "max_pool3d_backward": (_OPS + "pooling:max_pool3d_backward", STABLE),
         "optimization_barrier": (_OPS + "barrier:optimization_barrier", EXPERIMENTAL),
+        "ragged_all_to_all": (_OPS + "collectives:ragged_all_to_all", EXPERIMENTAL),
         "ragged_dot": (_OPS + "ragged:ragged_dot", EXPERIMENTAL),
         "ragged_dot_weight_grad": (_OPS + "ragged:ragged_dot_weight_grad", EXPERIMENTAL),
         "recv": (_OPS + "collectives:recv", EXPERIMENTAL),

@@ -5,7 +5,9 @@ TorchTPU's ``torch.tpu.ops`` spelling).
 under torch.compile like DTensor's) gathering or scattering along any dimension; no autograd, as
 in the original (use DTensor or ``torch.distributed.nn.functional`` for differentiable ones).
 ``send`` / ``recv`` move a list of tensors to / from one rank of the default group, matched by
-``tag``, and return a work whose ``wait()`` completes them."""
+``tag``, and return a work whose ``wait()`` completes them. ``ragged_all_to_all`` exchanges ragged
+row slices (expert parallelism): an uneven ``all_to_all_single`` of the slices, placed at the
+offsets their senders give, with autograd (the reverse exchange)."""
 
 import torch
 import torch.distributed as dist
@@ -84,3 +86,80 @@ def recv(tensors, src, tag):
     """Receives into ``tensors`` (shapes and dtypes as sent) from rank ``src``; ``wait()`` on the
     result before reading them."""
     return _p2p(dist.irecv, tensors, src, tag)
+
+
+def _ints(t):
+    return [int(v) for v in (t.tolist() if isinstance(t, torch.Tensor) else t)]
+
+
+def _all_to_all(group, received, sent, recv_splits=None, send_splits=None):
+    # The group's own method, not torch.distributed's: the backward runs on autograd's device
+    # thread, which may not see the calling thread's c10d state (ranks as threads).
+    group.alltoall_base(received, sent, recv_splits or [], send_splits or []).wait()
+
+
+def _exchange(operand, output, starts, sends, recvs, group, targets=None, placed=None):
+    """The ragged all-to-all: ``output`` with the received slices written in. ``targets`` (per
+    receiver, where it puts this rank's slice: the senders' view, exchanged first) or ``placed``
+    (per sender, where this rank puts its slice) says where. Returns (result, placed)."""
+    size = group.size()
+    for name, values in (("input_offsets", starts), ("send_sizes", sends), ("recv_sizes", recvs),
+                         ("output_offsets", targets if placed is None else placed)):
+        if len(values) != size:
+            raise ValueError(f"ragged_all_to_all: {name} has {len(values)} entries for a group of {size} ranks")
+    for j in range(size):
+        if starts[j] < 0 or sends[j] < 0 or starts[j] + sends[j] > operand.shape[0]:
+            raise ValueError(f"ragged_all_to_all: the slice for rank {j} (rows {starts[j]}:{starts[j] + sends[j]}) "
+                             f"is outside the operand's {operand.shape[0]} rows")
+    if placed is None:
+        here = torch.empty(size, dtype=torch.int64, device=operand.device)
+        _all_to_all(group, here, torch.tensor(targets, dtype=torch.int64, device=operand.device))
+        placed = _ints(here)
+    payload = torch.cat([operand[s:s + n] for s, n in zip(starts, sends)]) if sum(sends) else operand[:0]
+    received = operand.new_empty((sum(recvs), *operand.shape[1:]))
+    _all_to_all(group, received, payload.contiguous(), recvs, sends)
+    result = output.clone()
+    at = 0
+    for j, n in enumerate(recvs):
+        if n:
+            if placed[j] < 0 or placed[j] + n > result.shape[0]:
+                raise ValueError(f"ragged_all_to_all: rank {j} writes rows {placed[j]}:{placed[j] + n}, outside "
+                                 f"the output's {result.shape[0]} rows")
+            result[placed[j]:placed[j] + n] = received[at:at + n]
+        at += n
+    return result, placed
+
+
+class _RaggedAllToAll(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, operand, output, starts, sends, targets, recvs, group):
+        result, placed = _exchange(operand, output, starts, sends, recvs, group, targets=targets)
+        ctx.group, ctx.shape, ctx.layout = group, operand.shape, (starts, sends, placed, recvs)
+        return result
+
+    @staticmethod
+    def backward(ctx, grad):
+        starts, sends, placed, recvs = ctx.layout
+        # The reverse exchange: each received slice's gradient goes back to the rows it came from.
+        back, _ = _exchange(grad, grad.new_zeros(ctx.shape), placed, recvs, sends, ctx.group, placed=starts)
+        return back, None, None, None, None, None, None
+
+
+def ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, process_group_name,
+                      *, out=None):
+    """Sends ``operand[input_offsets[j] : input_offsets[j] + send_sizes[j]]`` to rank ``j`` of the
+    group, which writes it into its copy of ``output`` at row ``output_offsets[j]`` (the sender's
+    offsets); ``recv_sizes[j]`` rows come from rank ``j``. Rows nobody writes keep ``output``'s
+    values. Differentiable with respect to ``operand`` when ``out`` is not given. The sizes and
+    offsets are read on the host (they size the exchange)."""
+    group = dist.distributed_c10d._resolve_process_group(process_group_name)
+    if operand.shape[1:] != output.shape[1:] or operand.dtype != output.dtype:
+        raise ValueError(f"ragged_all_to_all: operand {tuple(operand.shape)} {operand.dtype} and output "
+                         f"{tuple(output.shape)} {output.dtype} must share dtype and row shape")
+    layout = [_ints(t) for t in (input_offsets, send_sizes, output_offsets, recv_sizes)]
+    if out is None:
+        return _RaggedAllToAll.apply(operand, output, *layout, group)
+    with torch.no_grad():
+        starts, sends, targets, recvs = layout
+        result, _ = _exchange(operand, output, starts, sends, recvs, group, targets=targets)
+        return out.copy_(result)

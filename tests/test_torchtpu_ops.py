@@ -72,14 +72,19 @@ _BARRIER_SCRIPT = textwrap.dedent(r"""
 """)
 
 
-def test_barrier_is_a_stablehlo_optimization_barrier_in_the_graph(tmp_path):
+def _run_dumping(script, tmp_path):
+    """Runs `script` in a fresh process that dumps every program it compiles (an empty cache
+    directory: everything compiles there); returns the JSON it prints after 'RESULT '."""
     (tmp_path / "dump").mkdir()
     env = dict(os.environ, TORCH_TPU_DUMP_HLO=str(tmp_path / "dump"), TORCH_TPU_CACHE_DIR=str(tmp_path / "c"))
-    proc = subprocess.run([sys.executable, "-c", _BARRIER_SCRIPT], env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    r = json.loads(lines[-1][7:])
+    return json.loads(lines[-1][7:])
+
+
+def test_barrier_is_a_stablehlo_optimization_barrier_in_the_graph(tmp_path):
+    r = _run_dumping(_BARRIER_SCRIPT, tmp_path)
     assert r["programs"] >= 1 and r["fused_with_sin"]  # one Fused graph holds the ops and the barrier
 
 
@@ -269,13 +274,7 @@ _RAGGED_SCRIPT = textwrap.dedent(r"""
 def test_ragged_dot_work_is_the_ragged_products(tmp_path):
     """The program's one dot multiplies tiles covering each group's rows (at most one padded tile
     per group), not g dense products."""
-    (tmp_path / "dump").mkdir()
-    env = dict(os.environ, TORCH_TPU_DUMP_HLO=str(tmp_path / "dump"), TORCH_TPU_CACHE_DIR=str(tmp_path / "c"))
-    proc = subprocess.run([sys.executable, "-c", _RAGGED_SCRIPT], env=env, capture_output=True, text=True,
-                          timeout=300)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    shapes = json.loads(lines[-1][7:])
+    shapes = _run_dumping(_RAGGED_SCRIPT, tmp_path)
     assert len(shapes) == 1, shapes
     tiles, tile = shapes[0]
     m, g = 1000, 8

@@ -39,6 +39,16 @@ def test_every_table_entry_resolves(module):
         mod.no_such_name
 
 
+@pytest.mark.parametrize("module", sorted(_public_api.PUBLIC))
+def test_public_modules_pickle_by_reference(module):
+    """Ray, multiprocessing and cloudpickle ship functions that use torch.tpu: the modules must
+    pickle as references to themselves, not as copies."""
+    import pickle
+
+    mod = importlib.import_module(module)
+    assert pickle.loads(pickle.dumps(mod)) is mod
+
+
 def test_submodules_are_importable_the_usual_ways():
     import torch.tpu.compiler
     import torch.tpu.ops

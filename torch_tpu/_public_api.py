@@ -151,6 +151,15 @@ def _resolve(target: str):
     return obj
 
 
+def module_by_name(name: str) -> types.ModuleType:
+    """A public module by name, loading torch_tpu first: how pickles refer to these modules
+    (their types are not plain ModuleType, which pickle and cloudpickle would otherwise try to
+    copy, e.g. when Ray ships a training function that uses ``torch.tpu``)."""
+    import torch_tpu  # noqa: F401  (installs the namespace)
+
+    return sys.modules[name]
+
+
 def _module_class(name: str, exports: dict, base=types.ModuleType):
     """A module type whose instances resolve ``exports`` lazily and carry its properties."""
 
@@ -165,7 +174,10 @@ def _module_class(name: str, exports: dict, base=types.ModuleType):
     def __dir__(self):
         return sorted(set(exports) | set(self.__dict__))
 
-    namespace = {"__getattr__": __getattr__, "__dir__": __dir__}
+    def __reduce__(self):
+        return module_by_name, (self.__name__,)
+
+    namespace = {"__getattr__": __getattr__, "__dir__": __dir__, "__reduce__": __reduce__}
     for attr, (target, _stage) in exports.items():
         if isinstance(target, Property):
             getter = (lambda t: lambda self: _resolve(t)())(target.getter)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from torch_tpu import _C
 from torch_tpu.serving import step_inputs
 from torch_tpu.serving.attention import grouped_attention
 from torch_tpu.serving.sampler import SamplerVariant, SamplingSpec
@@ -122,14 +123,26 @@ def test_mixed_steps_match_cpu_in_own_and_covering_buckets(engine):
     assert got == [toy.reference(p, new) for _, p in FIRST]
     assert state.covered == 0  # cover_ratio 0: every step compiled its own bucket
     own = len(state.programs)
-    # Another arrival pattern, now allowed to run in compiled buckets that cover its steps.
-    state.cover_ratio = 2.0
+    # Another arrival pattern, now allowed to run in compiled buckets that cover its steps; a
+    # shape met twice gets its own program, compiled in the background.
+    state.cover_ratio, state.promote_after = 2.0, 2
     captures = state.programs.stats["captures"]
     got = _serve(toy, state, kv, SECOND, new)
     assert got == [toy.reference(p, new) for _, p in SECOND]
     assert state.covered > 0
     new_programs = state.programs.stats["captures"] - captures
     assert new_programs < own, (new_programs, own)
+    # Recurring shapes (and longer key windows ahead) were compiled off the serving path; once
+    # ready, the same arrivals capture them, and nothing compiles on the serving thread.
+    assert state.background_compiles > 0
+    _C._wait_background_compiles()
+    compiles, captures = torch.tpu.compilation_cache_stats()["compiles"], state.programs.stats["captures"]
+    background = state.background_compiles
+    got = _serve(toy, state, kv, SECOND, new)
+    assert got == [toy.reference(p, new) for _, p in SECOND]
+    _C._wait_background_compiles()
+    assert state.programs.stats["captures"] > captures
+    assert torch.tpu.compilation_cache_stats()["compiles"] - compiles <= state.background_compiles - background
 
 
 def test_cover_rule():
@@ -148,16 +161,39 @@ def test_cover_rule():
     np.testing.assert_allclose(small.cost(4), 32 + (8 * 4 + 2 * 8 * 4) * 4 / 64)
 
 
+class _Job:
+    def __init__(self, state):
+        self.state = state
+
+
 def test_choice_covers_transient_buckets_and_promotes_recurring_ones():
     greedy = SamplerVariant.for_batch([SamplingSpec()], 40, [0], bitmask=False, bucket=lambda n: n)
     limits = Limits(block_size=4, vocab=40, max_rows=32, max_blocks=16, spare_slot=32)
     state = StepState("test", limits, "tpu", cover_ratio=2.0, promote_after=3)
     decode = lambda rows, blocks: BucketKey(rows, rows, blocks, 0, 0, 0, greedy, 0)  # noqa: E731
     state.programs._graphs[decode(16, 8)] = object()  # a compiled bucket (the choice only reads keys)
-    tail = decode(8, 8)  # costs half of the compiled one: covered, until it has recurred 3 times
-    assert [state._choose(tail, 0) for _ in range(4)] == [decode(16, 8)] * 3 + [tail]
+    tail = decode(8, 8)  # costs half of the compiled one: covered; at its 3rd time, its own program is asked for
+    assert [state._choose(tail, 0) for _ in range(2)] == [decode(16, 8)] * 2 and state._compile_next is None
+    assert state._choose(tail, 0) == decode(16, 8) and state._compile_next == tail
     assert state.covered == 3
-    assert state._choose(decode(4, 8), 0) == decode(4, 8)  # a quarter of the cost: its own bucket
+    # While it compiles in the background the cover keeps serving it; once ready, it runs in its own.
+    state._compile_next, state.programs._background[tail] = None, _Job("pending")
+    assert state._choose(tail, 0) == decode(16, 8) and state._compile_next is None
+    state.programs._background[tail] = _Job("ready")
+    assert state._choose(tail, 0, 4) == tail and state._compile_next is None
+    # Decoding in its own bucket past half its key window, it compiles the next window ahead,
+    # which nothing covers.
+    assert state._choose(tail, 0, 5) == tail
+    longer = decode(8, limits.key_blocks(9))
+    assert longer.decode_blocks > 8 and state._compile_next == longer
+    state._compile_next, state.programs._graphs[tail] = None, object()
+    state.programs._background[longer] = _Job("pending")
+    assert state._choose(tail, 0, 7) == tail and state._compile_next is None  # asked once
+    del state.programs._graphs[tail]
+    # A quarter of the cost: over the cover ratio, so its own program is compiled in the background
+    # at once, and the cover serves it meanwhile (it is within interim_ratio times the ratio).
+    assert state._choose(decode(4, 8), 0) == decode(16, 8) and state._compile_next == decode(4, 8)
+    assert state._choose(decode(1, 8), 0) == decode(1, 8)  # 1/16 of the cost: captured on the spot
     assert state._choose(decode(16, 12), 0) == decode(16, 12)  # nothing covers a longer window
     # A step with prefills may run in a bucket up to twice as padded (each such shape is rare).
     mixed = BucketKey(24, 8, 8, 1, 8, 4, greedy, 0)

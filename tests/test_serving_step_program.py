@@ -47,7 +47,9 @@ def test_replays_update_state_in_place_and_donate_back_to_back(strict_no_fallbac
     outs = [programs.run("bucket", fn, [upload(p.numpy(), "tpu"), cache, last])[0] for p in steps]
     # One capture, then replays launched without waiting in between: every run takes over the
     # state buffers the run before it is still defining (2 state tensors per step).
-    assert programs.stats == {"captures": 1, "replays": 5, "rerecorded_steps": 0}
+    assert {k: programs.stats[k] for k in ("captures", "replays", "rerecorded_steps")} == {
+        "captures": 1, "replays": 5, "rerecorded_steps": 0}
+    assert programs.stats["capture_seconds"] > 0
     assert _donated() - before == 2 * len(steps)
     ref_outs, ref_cache, ref_last = _reference(steps, weight)
     for got, want in zip(outs, ref_outs):
@@ -80,6 +82,45 @@ def test_a_step_that_reads_the_host_is_recorded_per_step_with_a_warning():
     again = programs.run("b", fn, [upload(np.array([5], np.int32), "tpu"), state])[0]
     assert first.item() == 3 and again.item() == 10  # each step still computes its own result
     assert programs.stats["rerecorded_steps"] == 1
+
+
+def _compiles():
+    return torch.tpu.compilation_cache_stats()["compiles"]
+
+
+def test_a_program_compiled_in_the_background_changes_nothing_and_is_captured_without_compiling(strict_no_fallback):
+    from torch_tpu import _C
+
+    programs = CapturedPrograms("test")
+    fn = lambda packed, state: [state.add_(packed.float() * 3).sum().reshape(1)]  # noqa: E731
+    state = torch.arange(6.0, device="tpu")
+    packed = np.arange(6, dtype=np.int32)
+    programs.compile_in_background("b", fn, [upload(packed, "tpu"), state])
+    assert programs.background_state("b") in ("pending", "ready")
+    assert "b" not in programs  # not a program of the step yet: its capture comes with run()
+    # Nothing ran: the state the recording wrote keeps its contents, and reading it waits for nothing.
+    assert state.cpu().tolist() == list(range(6))
+    _C._wait_background_compiles()
+    assert programs.background_state("b") == "ready"
+    before = _compiles()
+    out = programs.run("b", fn, [upload(packed, "tpu"), state])[0]
+    assert _compiles() == before  # the capture found the program compiled
+    assert programs.stats["captures"] == 1
+    want = torch.arange(6.0) + torch.arange(6.0) * 3
+    torch.testing.assert_close(state.cpu(), want)
+    assert out.item() == want.sum().item()
+    programs.compile_in_background("b", fn, [upload(packed, "tpu"), state])  # a known key: nothing to do
+    assert programs.background_state("b") == "ready"
+
+
+def test_a_step_that_reads_the_host_is_not_compiled_in_the_background():
+    programs = CapturedPrograms("test")
+
+    def fn(packed, state):
+        return [state[: int(packed[0].item())].sum().reshape(1)]
+
+    programs.compile_in_background("b", fn, [upload(np.array([3], np.int32), "tpu"), torch.arange(8.0, device="tpu")])
+    assert programs.background_state("b") == "unrecordable"
 
 
 def test_layout_packs_views_for_the_device():

@@ -11,12 +11,19 @@ state and buffers), which the program updates in place (their buffers donated). 
 only reads are held by the program as constants. Every later call for the key is one call into
 C++ (``_CompiledGraph.run``): no Python per op, no dispatch, no recording.
 
+``compile_in_background(key, fn, inputs)`` records ``fn`` for ``key`` the same way but runs
+nothing: the program compiles on a worker thread (``_C._capture_end_in_background``) while the
+caller keeps working, and ``background_state(key)`` says when it is ready; the capture ``run``
+then makes for ``key`` finds it compiled. A serving engine uses this to give a step shape its own
+program without stopping the requests it is serving.
+
 A step function must depend only on its key (shapes, variant) and its input tensors' data - never
 on a host value of the step. If a capture cannot be replayed (an op read device data on the host,
 drew random numbers, or fell back to the CPU), that key is recorded again on every call (still one
 compiled program, with the per-op recording cost) and a warning names the reason once.
 """
 
+import time
 import warnings
 
 from . import _C
@@ -30,7 +37,10 @@ class CapturedPrograms:
         self.label = label
         self._graphs = {}
         self._rerecord = set()
-        self.stats = {"captures": 0, "replays": 0, "rerecorded_steps": 0}
+        self._background = {}  # key -> _C._BackgroundProgram, or None when it could not be recorded
+        # capture_seconds: time the callers spent in captures (recording, and compiling unless the
+        # program was compiled in the background or came from the disk cache).
+        self.stats = {"captures": 0, "replays": 0, "rerecorded_steps": 0, "capture_seconds": 0.0}
 
     def __len__(self):
         return len(self._graphs) + len(self._rerecord)
@@ -45,6 +55,7 @@ class CapturedPrograms:
         """Drops every program (e.g. after the weights were replaced: programs hold them)."""
         self._graphs.clear()
         self._rerecord.clear()
+        self._background.clear()
 
     def run(self, key, fn, inputs):
         """``fn(*inputs)`` -> list of output tensors, as one program for ``key``."""
@@ -61,7 +72,35 @@ class CapturedPrograms:
                 return list(fn(*inputs))
         return self._capture(key, fn, inputs)
 
+    def compile_in_background(self, key, fn, inputs) -> None:
+        """Records ``fn(*inputs)`` as ``key``'s program and compiles it on a worker thread; nothing
+        runs and no input changes. Its results are not available (the caller computed them
+        another way)."""
+        if key in self or key in self._background:
+            return
+        with mode(EagerMode.FUSED):
+            _C._capture_begin(True)
+            outs = None
+            try:
+                outs = fn(*inputs)  # alive until the end: what it returns is part of the program
+            finally:
+                job = _C._capture_end_in_background()  # on an error too: drops what was recorded
+            del outs
+            self._background[key] = job
+
+    def background_state(self, key):
+        """None (never asked), "pending", "ready" (``run`` captures it without compiling), or
+        "failed: ..." / "unrecordable" (``run`` captures it the usual way, and reports why)."""
+        if key not in self._background:
+            return None
+        job = self._background[key]
+        return "unrecordable" if job is None else job.state
+
     def _capture(self, key, fn, inputs):
+        start = time.perf_counter()
+        job = self._background.get(key)
+        if job is not None:
+            job.wait()  # its compile is under way: finishing it is quicker than another
         with mode(EagerMode.FUSED):
             _C._capture_begin(True)
             try:
@@ -71,6 +110,7 @@ class CapturedPrograms:
                 raise
             graph = _C._capture_end(list(inputs), outs)
         self.stats["captures"] += 1
+        self.stats["capture_seconds"] += time.perf_counter() - start
         if graph.replayable:
             self._graphs[key] = graph
         else:

@@ -1,5 +1,6 @@
 #include "compile/capture.h"
 
+#include "exec/background_compiles.h"
 #include "exec/executor.h"
 #include "exec/fused_graph.h"
 
@@ -22,6 +23,31 @@ CompiledGraph capture_end(const std::vector<at::Tensor>& inputs, const std::vect
                  "into a device tensor (e.g. an op that falls back to the CPU)");
   }
   return graph;
+}
+
+std::string BackgroundProgram::state() const {
+  std::string error;
+  switch (exec::BackgroundCompiles::get().state(fp, &error)) {
+    case exec::BackgroundState::kPending:
+      return "pending";
+    case exec::BackgroundState::kReady:
+      return "ready";
+    case exec::BackgroundState::kFailed:
+      return "failed: " + error;
+    case exec::BackgroundState::kUnknown:
+      break;
+  }
+  return "failed: no such background compile";
+}
+
+void BackgroundProgram::wait() const { exec::BackgroundCompiles::get().wait(fp); }
+
+std::optional<BackgroundProgram> capture_end_in_background() {
+  exec::FusedGraph& fused = exec::Executor::get().fused();
+  std::optional<cache::Fingerprint> fp = fused.flush_captured_in_background();
+  fused.set_capturing(false);
+  if (!fp) return std::nullopt;
+  return BackgroundProgram{*fp};
 }
 
 }  // namespace tpu::compile

@@ -6,13 +6,29 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "cache/fingerprint.h"
 #include "compile/compiled_graph.h"
 
 namespace tpu::compile {
 
 void capture_begin(bool bake);
 CompiledGraph capture_end(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs);
+
+// A capture's program compiling on another thread (exec/background_compiles.h).
+struct BackgroundProgram {
+  cache::Fingerprint fp;
+  // "pending", "ready", or "failed: <why>".
+  std::string state() const;
+  // Blocks until it is no longer pending.
+  void wait() const;
+};
+// Ends the capture without running it and compiles its program in the background: a later
+// capture of the same computation finds it compiled. Nothing the capture wrote changes. Empty
+// when the capture was cut or recorded nothing (capture it with capture_end instead).
+std::optional<BackgroundProgram> capture_end_in_background();
 
 }  // namespace tpu::compile

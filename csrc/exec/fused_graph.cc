@@ -5,6 +5,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "exec/background_compiles.h"
 #include "exec/zero_fill.h"
 #include "hlo/builder.h"
 #include "profiler/trace_hooks.h"
@@ -247,6 +248,37 @@ CapturedProgram FusedGraph::flush_captured() {
   return captured;
 }
 
+std::optional<cache::Fingerprint> FusedGraph::flush_captured_in_background() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (capture_cut_ || nodes_.empty()) {
+    reset_locked();
+    return std::nullopt;
+  }
+  std::vector<std::pair<int, runtime::DeviceStorage*>> live;
+  GraphPart whole;
+  finish_key_locked(live, whole.outputs, whole.aliases);
+  for (size_t j = 0; j < nodes_.size(); ++j) whole.nodes.push_back(static_cast<int>(j));
+  for (const Param& p : params_) whole.inputs.push_back(p.value);
+  const cache::Fingerprint fp = cache::fingerprint(key_);  // what flush_captured() will look up
+  BackgroundCompiles& background = BackgroundCompiles::get();
+  if (programs_.find_graph(fp) != nullptr) {
+    background.known(fp);
+  } else {
+    ++stats_.graph_compiles;
+    auto source = std::make_shared<GraphSource>(describe_locked(whole, "a fused graph"));
+    // The options in force now, while the recorded ops' signatures carry the same settings.
+    auto options = std::make_shared<pjrt::CompileOptions>(programs_.compile_options());
+    ProgramCache* programs = &programs_;
+    background.submit(fp, [programs, fp, source, options] {
+      source->program->exe = programs->compile(source->mlir, source->what, *options);
+      programs->add_graph(fp, source->program);
+    });
+  }
+  // Nothing ran: the storages the capture wrote keep the contents they had before it.
+  reset_locked();
+  return fp;
+}
+
 void FusedGraph::flush() {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   flush_locked();
@@ -268,6 +300,12 @@ void FusedGraph::reset_locked() {
 
 std::shared_ptr<const GraphProgram> FusedGraph::build_locked(const GraphPart& part,
                                                              const std::string& kind) {
+  GraphSource source = describe_locked(part, kind);
+  source.program->exe = programs_.compile(source.mlir, source.what);
+  return source.program;
+}
+
+FusedGraph::GraphSource FusedGraph::describe_locked(const GraphPart& part, const std::string& kind) {
   auto program = std::make_shared<GraphProgram>();
   hlo::Builder b;
   std::vector<hlo::Value> value_of(values_.size());
@@ -315,8 +353,7 @@ std::shared_ptr<const GraphProgram> FusedGraph::build_locked(const GraphPart& pa
   }
   if (part.inputs.size() > 6) shapes += ", ...";
   programs_.churn().note_compile(group + ")", shapes);
-  program->exe = programs_.compile(mlir, what);
-  return program;
+  return {std::move(program), mlir, what};
 }
 
 std::shared_ptr<const GraphProgram> FusedGraph::program_locked(const cache::Fingerprint& fp,
@@ -356,14 +393,9 @@ void FusedGraph::flush_for(const runtime::DeviceStorage* storage) {
   flush_locked(nullptr, it != tracked_.end() && it->second.pending ? it->second.value : -1);
 }
 
-void FusedGraph::flush_locked(CapturedProgram* captured, int read_value) {
-  if (capturing_) capture_cut_ = true;
-  if (nodes_.empty()) {
-    reset_locked();
-    return;
-  }
+void FusedGraph::finish_key_locked(std::vector<std::pair<int, runtime::DeviceStorage*>>& live,
+                                   std::vector<int>& outputs, std::vector<int>& aliases) {
   // Outputs: the newest value of every live storage the graph wrote, in value order.
-  std::vector<std::pair<int, runtime::DeviceStorage*>> live;
   for (const auto& [storage, t] : tracked_) {
     if (t.pending) live.emplace_back(t.value, storage);
   }
@@ -372,11 +404,9 @@ void FusedGraph::flush_locked(CapturedProgram* captured, int read_value) {
     return a.first != b.first ? a.first < b.first : a.second < b.second;
   });
   const auto& param_of_storage = param_of_;
-  std::vector<int> outputs;   // value ids
-  std::vector<int> aliases;   // per output: the param whose buffer it may take, or -1
   std::vector<bool> param_aliased(params_.size(), false);
-  // The graph's key is key_ (the ops, appended while recording) completed in place: the graph is
-  // reset below whatever happens, and a copy of a long graph's key per flush is not free.
+  // key_ (the ops, appended while recording) is completed in place: the graph is reset after
+  // its flush whatever happens, and a copy of a long graph's key per flush is not free.
   std::string& key = key_;
   key.push_back(bake_ ? '\xfe' : '\xff');
   for (const Param& p : params_) {
@@ -398,6 +428,19 @@ void FusedGraph::flush_locked(CapturedProgram* captured, int read_value) {
     put<int32_t>(key, value);
     put<int32_t>(key, alias);
   }
+}
+
+void FusedGraph::flush_locked(CapturedProgram* captured, int read_value) {
+  if (capturing_) capture_cut_ = true;
+  if (nodes_.empty()) {
+    reset_locked();
+    return;
+  }
+  std::vector<std::pair<int, runtime::DeviceStorage*>> live;
+  std::vector<int> outputs;   // value ids
+  std::vector<int> aliases;   // per output: the param whose buffer it may take, or -1
+  finish_key_locked(live, outputs, aliases);
+  std::string& key = key_;
 
   // A flush for a host read may run as two programs: the read value's dependencies, then the
   // rest right behind it (graph_split.h). Each part's key is the whole graph's plus the read

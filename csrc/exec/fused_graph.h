@@ -24,8 +24,10 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cache/fingerprint.h"
@@ -79,6 +81,13 @@ class FusedGraph : public runtime::PendingWork {
   // Runs the recorded graph like flush() and describes it for replay (empty when nothing was
   // recorded).
   CapturedProgram flush_captured();
+  // Ends a capture without running it: the recorded graph's program is described here and
+  // compiled on BackgroundCompiles' thread into the program cache (nothing is queued when the
+  // cache knows it), so a later capture of the same computation finds it compiled. The graph
+  // is dropped: the storages it wrote keep the contents they had before the capture. Returns
+  // the program's fingerprint, or nullopt when nothing was recorded or the capture was cut
+  // (part of it ran; capture it with flush_captured instead).
+  std::optional<cache::Fingerprint> flush_captured_in_background();
 
   FusedStats stats() const;
   size_t pending_ops() const;
@@ -116,8 +125,21 @@ class FusedGraph : public runtime::PendingWork {
   int new_value(hlo::TensorType type, int param);
   // `read_value`: the value a host read needs now (>= 0 allows a split), or -1.
   void flush_locked(CapturedProgram* captured = nullptr, int read_value = -1);
-  // Builds and compiles the program of `part` of the graph; `kind` names it in messages.
+  // The program of `part` of the graph before compiling: its StableHLO text and its name in
+  // messages (`kind` names the part).
+  struct GraphSource {
+    std::shared_ptr<GraphProgram> program;  // all but the executable
+    std::string mlir;
+    std::string what;
+  };
+  GraphSource describe_locked(const GraphPart& part, const std::string& kind);
+  // Builds and compiles the program of `part` of the graph.
   std::shared_ptr<const GraphProgram> build_locked(const GraphPart& part, const std::string& kind);
+  // Completes key_ with the parameters and outputs: `live` gets (value, storage) of every value
+  // to materialise (storage null for an unbound fresh output), `outputs` the distinct values,
+  // `aliases` per output the parameter whose buffer it may take, or -1.
+  void finish_key_locked(std::vector<std::pair<int, runtime::DeviceStorage*>>& live,
+                         std::vector<int>& outputs, std::vector<int>& aliases);
   // The cached program of `part` under fingerprint `fp`, built (and *compiled set) on a miss.
   std::shared_ptr<const GraphProgram> program_locked(const cache::Fingerprint& fp, const GraphPart& part,
                                                      const std::string& kind, bool* compiled);

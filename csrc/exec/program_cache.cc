@@ -150,15 +150,26 @@ void ProgramCache::add_graph(const cache::Fingerprint& fp, std::shared_ptr<const
   graph_programs_[fp] = std::move(program);
 }
 
-std::shared_ptr<pjrt::LoadedExecutable> ProgramCache::compile(const std::string& mlir,
-                                                              const std::string& what,
-                                                              const std::vector<int64_t>& replica_devices) {
-  const CompileTarget& t = target();
-  const pjrt::Client& client = *t.client;
+pjrt::CompileOptions ProgramCache::compile_options(const std::vector<int64_t>& replica_devices) {
+  const pjrt::Client& client = *target().client;
   pjrt::CompileOptions compile_options =
       replica_devices.empty() ? pjrt::CompileOptions{} : pjrt::replicated_over(replica_devices);
   compile_options.env_option_overrides = semantics_overrides(client.platform_name());
   apply_compile_settings(compile_options);  // torch.tpu.compiler.custom_compiler_options & co.
+  return compile_options;
+}
+
+std::shared_ptr<pjrt::LoadedExecutable> ProgramCache::compile(const std::string& mlir,
+                                                              const std::string& what,
+                                                              const std::vector<int64_t>& replica_devices) {
+  return compile(mlir, what, compile_options(replica_devices));
+}
+
+std::shared_ptr<pjrt::LoadedExecutable> ProgramCache::compile(const std::string& mlir,
+                                                              const std::string& what,
+                                                              const pjrt::CompileOptions& compile_options) {
+  const CompileTarget& t = target();
+  const pjrt::Client& client = *t.client;
   const std::string options = pjrt::serialize(compile_options);
   // The key: program text, compile options, plugin identity and version, device kind.
   const std::string description = mlir + '\0' + options + '\0' + t.identity;

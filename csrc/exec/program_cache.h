@@ -30,6 +30,7 @@
 #include "exec/shape_churn.h"
 #include "pjrt/buffer.h"
 #include "pjrt/client.h"
+#include "pjrt/compile_options.h"
 #include "pjrt/executable.h"
 
 namespace tpu::exec {
@@ -91,6 +92,13 @@ class ProgramCache {
   // With `replica_devices`, one replica runs on each of those devices (collective programs).
   std::shared_ptr<pjrt::LoadedExecutable> compile(const std::string& mlir, const std::string& what,
                                                   const std::vector<int64_t>& replica_devices = {});
+  // The same with options taken earlier (compile_options): a compile on another thread then
+  // uses the settings that were active when its program was recorded.
+  std::shared_ptr<pjrt::LoadedExecutable> compile(const std::string& mlir, const std::string& what,
+                                                  const pjrt::CompileOptions& options);
+  // The options compile() would use now: the plugin's semantics overrides and the user's
+  // compilation settings (exec/compile_settings.h).
+  pjrt::CompileOptions compile_options(const std::vector<int64_t>& replica_devices = {});
 
   // The device buffer of a host scalar on `device` (cached by value when it is cacheable).
   std::shared_ptr<pjrt::Buffer> scalar(int device, const ScalarValue& v);

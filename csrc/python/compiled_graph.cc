@@ -9,6 +9,7 @@
 
 #include "compile/capture.h"
 #include "compile/compiled_graph.h"
+#include "exec/background_compiles.h"
 #include "pjrt/buffer.h"
 #include "runtime/launch_queue.h"
 
@@ -58,6 +59,14 @@ void bind_compiled_graph(py::module_& m) {
       .def("run", &run_graph, py::arg("tensors"));
   m.def("_capture_begin", &compile::capture_begin);
   m.def("_capture_end", &compile::capture_end);
+  py::class_<compile::BackgroundProgram>(m, "_BackgroundProgram")
+      .def_property_readonly("state", &compile::BackgroundProgram::state)
+      .def("wait", &compile::BackgroundProgram::wait, py::call_guard<py::gil_scoped_release>());
+  m.def("_capture_end_in_background", &compile::capture_end_in_background);
+  m.def("_wait_background_compiles", [] {
+    py::gil_scoped_release release;
+    exec::BackgroundCompiles::get().wait_idle();
+  });
   // For benchmarks/compile_replay.py: nanoseconds this thread spent inside PJRT Execute and
   // PJRT_Buffer_Destroy, and replays' waits for queued launches, so far (one cheap call).
   m.def("_replay_host_stats", [] {

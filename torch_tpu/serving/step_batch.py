@@ -146,7 +146,8 @@ def _penalty_entries(reqs):
 def build(reqs, counts, limits: Limits, grammar=None, choose=None) -> StepBatch:
     """``reqs``: the scheduled StepRequests (the scheduler's order), ``counts``: tokens each
     computes this step; ``grammar``: None or (request ids, bitmask rows); ``choose``: None or
-    ``choose(key, prefill_tokens)`` -> the bucket to run in (``key`` or one that covers it)."""
+    ``choose(key, prefill_tokens, decode_blocks)`` -> the bucket to run in (``key`` or one that
+    covers it); ``decode_blocks``: the KV blocks the longest decoding request needs."""
     dec = [(r, n) for r, n in zip(reqs, counts) if n == 1]
     pre = [(r, n) for r, n in zip(reqs, counts) if n > 1]
     bs = limits.block_size
@@ -155,7 +156,8 @@ def build(reqs, counts, limits: Limits, grammar=None, choose=None) -> StepBatch:
     pre_tokens = sum(n for _, n in pre)
     t = d if not pre else bucket(d + pre_tokens, floor=limits.token_floor)
     need = lambda group: max(-(-(r.num_computed + n) // bs) for r, n in group)  # noqa: E731
-    kd = limits.key_blocks(need(dec)) if dec else 0
+    decode_need = need(dec) if dec else 0
+    kd = limits.key_blocks(decode_need) if dec else 0
     kp = limits.key_blocks(need(pre)) if pre else 0
     length = bucket(max(n for _, n in pre), floor=limits.length_floor) if pre else 0
     ordered = dec + pre
@@ -166,7 +168,7 @@ def build(reqs, counts, limits: Limits, grammar=None, choose=None) -> StepBatch:
     penalty = _penalty_entries(r for r, _ in ordered) if variant.penalties else []
     key = BucketKey(t, d, kd, p, length, kp, variant, bucket(len(penalty), floor=16) if variant.penalties else 0)
     if choose is not None:
-        key = choose(key, pre_tokens)
+        key = choose(key, pre_tokens, decode_need)
         d = key.decodes
     rows = np.concatenate([np.arange(len(dec)), d + np.arange(len(pre))]).astype(np.int64)
     layout = layout_for(key, limits)

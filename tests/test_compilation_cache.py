@@ -118,6 +118,44 @@ def test_processes_share_the_directory(tmp_path):
     assert warm["stats"]["compiles"] == 0 and warm["stats"]["disk_rejected"] == 0
 
 
+def run_child_full(cache_dir, **env):
+    full_env = {**os.environ, "TORCH_TPU_CACHE_DIR": str(cache_dir), **env}
+    r = subprocess.run([sys.executable, "-c", CHILD], env=full_env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1]), r.stderr
+
+
+def test_a_directory_others_can_write_is_refused_with_a_warning(tmp_path):
+    shared = tmp_path / "open"
+    shared.mkdir()
+    shared.chmod(0o777)
+    r, err = run_child_full(shared)
+    torch.testing.assert_close(torch.tensor(r["y"]), expected())
+    assert r["stats"]["disk_dir"] == "" and r["stats"]["disk_writes"] == 0
+    assert "others can write it (mode 0777)" in r["stats"]["disk_refused"]
+    assert err.count("is not used (compiled programs are not kept on disk)") == 1, err
+    assert f"chmod 700 {shared}" in err and "TORCH_TPU_CACHE_SHARED=1" in err
+    assert not entries(shared) and not (shared / "key").exists()
+    # A team sharing it on purpose: a group-writable directory is used, its key readable by the group.
+    shared.chmod(0o2770)
+    r, _ = run_child_full(shared, TORCH_TPU_CACHE_SHARED="1")
+    assert r["stats"]["disk_refused"] == "" and r["stats"]["disk_writes"] > 0
+    assert (shared / "key").stat().st_mode & 0o777 == 0o640
+
+
+def test_entries_planted_from_another_cache_are_recompiled_not_loaded(tmp_path):
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    cold = run_child(mine)
+    assert (mine.stat().st_mode & 0o777) == 0o700 and ((mine / "key").stat().st_mode & 0o777) == 0o600
+    run_child(theirs)  # the same programs, signed with another directory's key
+    for name in entries(theirs):
+        (mine / name).write_bytes((theirs / name).read_bytes())
+    r = run_child(mine)
+    torch.testing.assert_close(torch.tensor(r["y"]), expected())
+    assert r["stats"]["disk_loads"] == 0 and r["stats"]["disk_rejected"] == cold["stats"]["compiles"]
+    assert r["stats"]["compiles"] == cold["stats"]["compiles"]
+
+
 def test_shape_churn_warns_once_naming_the_op_and_shapes():
     old = torch_tpu._C._shape_churn_limit()
     torch_tpu._C._set_shape_churn_limit(3)

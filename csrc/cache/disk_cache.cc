@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -11,6 +12,9 @@
 #include <stdexcept>
 #include <vector>
 
+#include "cache/sha256.h"
+#include "cache/trusted_dir.h"
+
 namespace tpu::cache {
 
 namespace fs = std::filesystem;
@@ -18,13 +22,35 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[8] = {'T', 'P', 'U', 'E', 'X', 'E', 'C', '\0'};
-constexpr uint32_t kFormat = 2;  // 2: the machine record
+constexpr uint32_t kFormat = 3;  // 2: the machine record; 3: HMAC-SHA256 instead of a plain checksum
 constexpr const char* kSuffix = ".tpuexe";
 constexpr uint64_t kDefaultMaxBytes = 4ull << 30;
 
-// magic, format, key (hi, lo), machine record size, payload size, fingerprint (hi, lo) of the
-// machine record followed by the payload; then the machine record and the payload.
-constexpr size_t kHeaderBytes = sizeof(kMagic) + 4 + 16 + 4 + 8 + 16;
+// magic, format, key (hi, lo), machine record size, payload size, then the HMAC-SHA256 under the
+// directory's key of everything before it and of the machine record followed by the payload;
+// then the machine record and the payload.
+constexpr size_t kSignedHeaderBytes = sizeof(kMagic) + 4 + 16 + 4 + 8;
+constexpr size_t kHeaderBytes = kSignedHeaderBytes + sizeof(Digest);
+
+Digest signature(const std::string& key, std::string_view signed_header, std::string_view body) {
+  return hmac_sha256(key, {signed_header, body});
+}
+
+std::mutex g_sink_mu;
+std::function<void(const std::string&)> g_sink;
+
+void warn(const std::string& message) {
+  std::function<void(const std::string&)> sink;
+  {
+    std::lock_guard<std::mutex> lock(g_sink_mu);
+    sink = g_sink;
+  }
+  if (sink) {
+    sink(message);
+  } else {
+    std::fprintf(stderr, "%s\n", message.c_str());
+  }
+}
 
 template <typename T>
 void put(std::string& out, T v) {
@@ -85,7 +111,23 @@ std::vector<EntryFile> scan(const std::string& dir) {
 }  // namespace
 
 DiskCache::DiskCache(std::string dir, uint64_t max_bytes, std::string machine)
-    : dir_(std::move(dir)), max_bytes_(max_bytes), machine_(std::move(machine)) {}
+    : dir_(std::move(dir)), max_bytes_(max_bytes), machine_(std::move(machine)) {
+  if (dir_.empty()) return;
+  TrustedDir trusted = open_trusted_dir(dir_, shared_cache_from_environment());
+  if (!trusted.trusted) {
+    refused_ = std::move(trusted.why);
+    warn("torch_tpu: the compilation cache directory " + dir_ + " is not used (compiled programs are not "
+         "kept on disk): " + refused_ + ".");
+    dir_.clear();
+    return;
+  }
+  key_ = std::move(trusted.key);
+}
+
+void DiskCache::set_warning_sink(std::function<void(const std::string&)> sink) {
+  std::lock_guard<std::mutex> lock(g_sink_mu);
+  g_sink = std::move(sink);
+}
 
 void DiskCache::account(int64_t delta) const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -129,15 +171,16 @@ std::optional<std::string> DiskCache::load(const Fingerprint& key) {
   }
   uint32_t record_size = 0;
   uint64_t size = 0;
-  Fingerprint sum;
+  Digest mac{};
   if (ok) {
     record_size = get<uint32_t>(bytes, pos);
     size = get<uint64_t>(bytes, pos);
-    sum.hi = get<uint64_t>(bytes, pos);
-    sum.lo = get<uint64_t>(bytes, pos);
+    std::memcpy(mac.data(), bytes.data() + pos, mac.size());
     ok = bytes.size() - kHeaderBytes >= record_size && bytes.size() - kHeaderBytes - record_size == size;
   }
-  ok = ok && fingerprint(std::string_view(bytes).substr(kHeaderBytes)) == sum;
+  // Written with this directory's key, and unchanged since.
+  const std::string_view view(bytes);
+  ok = ok && same_digest(signature(key_, view.substr(0, kSignedHeaderBytes), view.substr(kHeaderBytes)), mac);
   if (!ok) {
     reject(key);
     return std::nullopt;
@@ -160,7 +203,6 @@ std::optional<std::string> DiskCache::load(const Fingerprint& key) {
 void DiskCache::store(const Fingerprint& key, const std::string& payload) {
   if (!enabled()) return;
   std::error_code ec;
-  fs::create_directories(dir_, ec);
   std::string bytes(kMagic, sizeof(kMagic));
   put<uint32_t>(bytes, kFormat);
   put<uint64_t>(bytes, key.hi);
@@ -168,9 +210,8 @@ void DiskCache::store(const Fingerprint& key, const std::string& payload) {
   put<uint32_t>(bytes, static_cast<uint32_t>(machine_.size()));
   put<uint64_t>(bytes, payload.size());
   const std::string body = machine_ + payload;
-  const Fingerprint sum = fingerprint(body);
-  put<uint64_t>(bytes, sum.hi);
-  put<uint64_t>(bytes, sum.lo);
+  const Digest mac = signature(key_, bytes, body);
+  bytes.append(reinterpret_cast<const char*>(mac.data()), mac.size());
   bytes += body;
 
   std::random_device rd;

@@ -1,10 +1,12 @@
 // The disk tier of the compilation cache: serialized executables under one directory
 // (TORCH_TPU_CACHE_DIR, default ~/.cache/torch_tpu; "disabled" turns the tier off).
 //
-// Each entry is one file named by the fingerprint of its key. It starts with a header - magic,
-// format version, the key fingerprint, the sizes of the machine record and the payload and their
-// fingerprint - so a truncated, corrupted or foreign file is detected and never handed to the
-// plugin. The machine record (cache/host_cpu.h) names the CPU features of the machine that
+// The directory must be one only this user can write (cache/trusted_dir.h: created 0700; another
+// owner or a directory others can write turns the tier off with a warning, unless
+// TORCH_TPU_CACHE_SHARED=1). Each entry is one file named by the fingerprint of its key. It starts
+// with a header - magic, format version, the key fingerprint, the sizes of the machine record and
+// the payload, and an HMAC-SHA256 of all that under the directory's own key - so a truncated,
+// corrupted, foreign, planted or altered file is detected and never handed to the plugin. The machine record (cache/host_cpu.h) names the CPU features of the machine that
 // compiled the entry: an entry needing a feature this machine lacks is a miss (and recompiled),
 // never loaded - its code could stop the process with SIGILL. Files are
 // written to a private temporary name and renamed into place, so processes sharing the
@@ -14,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -33,15 +36,22 @@ struct DiskStats {
 
 class DiskCache {
  public:
-  // An empty `dir` disables the tier. `machine`: the record of the CPU this process runs on,
+  // An empty `dir` disables the tier, and so does a directory that cannot be trusted (see above;
+  // the warning sink is told why). `machine`: the record of the CPU this process runs on,
   // written into new entries and checked against the record of every entry read.
   DiskCache(std::string dir, uint64_t max_bytes, std::string machine = host_cpu_record());
+
+  // Where a refused directory is reported (the Python module turns it into a warning; stderr
+  // until it is set).
+  static void set_warning_sink(std::function<void(const std::string&)> sink);
 
   // Settings from TORCH_TPU_CACHE_DIR and TORCH_TPU_CACHE_MAX_BYTES (default 4 GiB).
   static DiskCache from_environment();
 
   bool enabled() const { return !dir_.empty(); }
   const std::string& dir() const { return dir_; }
+  // Why the directory asked for was refused (empty when it was not).
+  const std::string& refused() const { return refused_; }
 
   // The payload stored under `key`, or nullopt (missing; rejected and deleted; or compiled for
   // a CPU with features this one lacks).
@@ -65,6 +75,8 @@ class DiskCache {
   void account(int64_t delta) const;
 
   std::string dir_;
+  std::string refused_;
+  std::string key_;  // signs and checks entries (cache/trusted_dir.h)
   uint64_t max_bytes_;
   std::string machine_;
   mutable std::mutex mu_;

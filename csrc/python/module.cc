@@ -13,6 +13,7 @@
 #include "device/current_device.h"
 #include "device/event.h"
 #include "device/generator.h"
+#include "cache/disk_cache.h"
 #include "exec/executor.h"
 #include "exec/fused_graph.h"
 #include "exec/program_cache.h"
@@ -99,6 +100,7 @@ py::dict cache_stats() {
   d["disk_evicted"] = c.disk.evicted;
   d["disk_bytes"] = static_cast<int64_t>(programs.executables().disk().bytes_on_disk());
   d["disk_dir"] = programs.executables().disk().dir();
+  d["disk_refused"] = programs.executables().disk().refused();
   d["fused_ops_recorded"] = f.ops_recorded;
   d["fused_graphs_run"] = f.graphs_run;
   d["fused_graph_compiles"] = f.graph_compiles;
@@ -125,6 +127,7 @@ std::optional<std::string> runtime_error() {
 PYBIND11_MODULE(_C, m) {
   using namespace tpu;
   exec::ShapeChurn::set_sink([](const std::string& message) { TORCH_WARN(message); });
+  cache::DiskCache::set_warning_sink([](const std::string& message) { TORCH_WARN(message); });
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

@@ -39,6 +39,7 @@ PUBLIC = {
     "torch.tpu": {
         # torch.cuda's shape
         "Event": (_S + "Event", STABLE),
+        "OutOfMemoryError": ("torch:OutOfMemoryError", STABLE),
         "Stream": (_S + "Stream", STABLE),
         "StreamContext": (_S + "StreamContext", STABLE),
         "current_device": (_D + "current_device", STABLE),
@@ -50,6 +51,7 @@ PUBLIC = {
         "device_of": (_D + "device_of", STABLE),
         "empty_cache": (_M + "empty_cache", STABLE),
         "get_amp_supported_dtype": (_D + "get_amp_supported_dtype", STABLE),
+        "get_per_process_memory_fraction": (_M + "get_per_process_memory_fraction", STABLE),
         "get_device_name": (_D + "get_device_name", STABLE),
         "get_device_properties": (_D + "get_device_properties", STABLE),
         "get_rng_state": (_R + "get_rng_state", STABLE),
@@ -73,6 +75,7 @@ PUBLIC = {
         "seed": (_R + "seed", STABLE),
         "seed_all": (_R + "seed_all", STABLE),
         "set_device": (_D + "set_device", STABLE),
+        "set_per_process_memory_fraction": (_M + "set_per_process_memory_fraction", STABLE),
         "set_rng_state": (_R + "set_rng_state", STABLE),
         "set_rng_state_all": (_R + "set_rng_state_all", STABLE),
         "set_stream": (_S + "set_stream", STABLE),

@@ -12,6 +12,7 @@
 #include "aten/tensor_access.h"
 #include "exec/fused_graph.h"
 #include "device/host_allocator.h"
+#include "device/memory_limit.h"
 #include "runtime/runtime.h"
 #include "runtime/transfers.h"
 
@@ -85,7 +86,7 @@ void device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_block
     // Also raises a failed torch._assert_async of the device (a blocking read synchronizes).
     runtime::download(*buffer, host.data_ptr(), nbytes, writer, tracker);
   } catch (const std::exception& e) {
-    TORCH_CHECK(false, e.what());
+    device::raise_device_error(e.what(), tpu_index(src));  // torch.OutOfMemoryError when it is one
   }
   if (!direct) dst.copy_(host);
 }

@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include "device/current_device.h"
+#include "device/memory_limit.h"
 #include "exec/program_cache.h"
 #include "runtime/runtime.h"
 
@@ -60,8 +61,13 @@ void fill_stat_array(c10::CachingAllocator::StatArray& array, const c10::Caching
 c10::DataPtr TpuAllocator::allocate(size_t nbytes) {
   const int device = current_device();
   runtime::check_device_index(device);
-  auto* storage = new runtime::DeviceStorage(device, nbytes);
   int64_t total = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_stats_mutex);
+    total = g_stats[device].bytes.current;
+  }
+  check_memory_limit(device, total, static_cast<int64_t>(nbytes));  // torch.OutOfMemoryError past the cap
+  auto* storage = new runtime::DeviceStorage(device, nbytes);
   {
     std::lock_guard<std::mutex> lock(g_stats_mutex);
     g_stats[device].allocations.increase(1);
@@ -78,6 +84,16 @@ c10::DeleterFnPtr TpuAllocator::raw_deleter() const { return &delete_storage; }
 void TpuAllocator::copy_data(void*, const void*, std::size_t) const {
   TORCH_CHECK(false, "tpu storages hold device buffers, not host memory: they cannot be copied "
                      "with memcpy. Use tensor.copy_() or .cpu() instead.");
+}
+
+void TpuAllocator::check_growth(int device, size_t old_nbytes, size_t new_nbytes) {
+  if (new_nbytes <= old_nbytes) return;
+  int64_t in_use = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_stats_mutex);
+    in_use = g_stats[device].bytes.current;
+  }
+  check_memory_limit(device, in_use, static_cast<int64_t>(new_nbytes - old_nbytes));
 }
 
 void TpuAllocator::account_resize(int device, size_t old_nbytes, size_t new_nbytes) {

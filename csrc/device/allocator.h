@@ -26,7 +26,9 @@ class TpuAllocator final : public c10::DeviceAllocator {
   void resetPeakStats(c10::DeviceIndex device) override;
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;
 
-  // Storage resizes (resize_, UntypedStorage.resize_) change the accounted bytes.
+  // Storage resizes (resize_, UntypedStorage.resize_) change the accounted bytes; a growth is
+  // checked against the memory limit first (device/memory_limit.h).
+  void check_growth(int device, size_t old_nbytes, size_t new_nbytes);
   void account_resize(int device, size_t old_nbytes, size_t new_nbytes);
 };
 

@@ -12,6 +12,7 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_nbytes) {
   runtime::DeviceStorage& s = storage_of(storage);
   const size_t old_nbytes = s.nbytes();
   if (new_nbytes == old_nbytes) return;
+  allocator().check_growth(s.device(), old_nbytes, new_nbytes);
   auto contents = s.contents();
   if (new_nbytes == 0 || contents.buffer == nullptr) {
     s.clear();

@@ -12,6 +12,7 @@
 #include "device/allocator.h"
 #include "device/current_device.h"
 #include "device/event.h"
+#include "device/memory_limit.h"
 #include "device/generator.h"
 #include "cache/disk_cache.h"
 #include "exec/executor.h"
@@ -131,6 +132,8 @@ PYBIND11_MODULE(_C, m) {
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const c10::OutOfMemoryError& e) {
+      PyErr_SetString(py::module_::import("torch").attr("OutOfMemoryError").ptr(), e.what_without_backtrace());
     } catch (const c10::IndexError& e) {
       PyErr_SetString(PyExc_IndexError, e.what_without_backtrace());
     } catch (const c10::TypeError& e) {
@@ -155,8 +158,18 @@ PYBIND11_MODULE(_C, m) {
         [](int i) { return static_cast<int>(device::exchange_device(static_cast<c10::DeviceIndex>(i))); });
   m.def("_synchronize", [](int i) {
     py::gil_scoped_release release;
-    runtime::Runtime::get().tracker(i < 0 ? device::current_device() : i).synchronize();
+    const int device = i < 0 ? device::current_device() : i;
+    try {
+      runtime::Runtime::get().tracker(device).synchronize();
+    } catch (const c10::Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      device::raise_device_error(e.what(), device);  // torch.OutOfMemoryError when it is one
+    }
   });
+  m.def("_set_memory_fraction", &device::set_memory_fraction);
+  m.def("_memory_fraction", &device::memory_fraction);
+  m.def("_memory_limit", &device::memory_limit);
   m.def("_device_info", &python::device_info);
   m.def("_memory_stats", &python::memory_stats);
   m.def("_mem_get_info", &python::mem_get_info);

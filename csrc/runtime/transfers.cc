@@ -41,7 +41,9 @@ void download(const pjrt::Buffer& buffer, void* dst, size_t nbytes, const char* 
   try {
     buffer.to_host(dst, nbytes);
   } catch (const std::exception& e) {
-    throw std::runtime_error(device_error_message(writer, e.what()));
+    std::string message = is_device_error_message(e.what()) ? e.what() : device_error_message(writer, e.what());
+    tracker.reported(message);
+    throw std::runtime_error(message);
   }
   if (auto failed = tracker.checks().take_failure()) throw std::runtime_error(*failed);
 }

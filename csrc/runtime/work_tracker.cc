@@ -1,5 +1,6 @@
 #include "runtime/work_tracker.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "runtime/launch_queue.h"
@@ -20,7 +21,22 @@ bool is_device_error_message(const std::string& message) {
 }
 
 void WorkTracker::note_error_locked(const Item& item, const pjrt::ErrorInfo& error) {
-  if (!first_error_) first_error_ = device_error_message(item.label, error.message);
+  std::string message = device_error_message(item.label, error.message);
+  auto it = std::find(reported_.begin(), reported_.end(), message);
+  if (it != reported_.end()) {
+    reported_.erase(it);
+    return;
+  }
+  if (!first_error_) first_error_ = std::move(message);
+}
+
+void WorkTracker::reported(const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (first_error_ == message) {
+    first_error_.reset();
+  } else if (reported_.size() < 64) {
+    reported_.push_back(message);
+  }
 }
 
 void WorkTracker::prune_locked() {

@@ -33,6 +33,10 @@ class WorkTracker {
            std::vector<std::shared_ptr<pjrt::Buffer>> keep = {}, size_t first_output = SIZE_MAX);
   // Keeps an error found while launching work (not tied to an event) for the next synchronize.
   void note_error(const std::string& message);
+  // A host read has raised `message` (a device error of the work that wrote what it read): the
+  // next synchronize does not raise it again, so a process that handles the error (an
+  // out-of-memory one: free tensors, retry smaller) goes on.
+  void reported(const std::string& message);
   // Waits for all recorded work (flushing deferred work and the launch queue first). Throws std::runtime_error naming the op of the first failure.
   void synchronize();
   // True when nothing is queued for launch and every recorded item has finished (errors are kept for the next synchronize).
@@ -72,6 +76,7 @@ class WorkTracker {
   std::mutex mu_;
   std::deque<Item> items_;
   std::optional<std::string> first_error_;
+  std::vector<std::string> reported_;  // raised by host reads, not yet met by prune_locked
   DeferredChecks checks_;
 };
 

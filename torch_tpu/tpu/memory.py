@@ -67,5 +67,25 @@ def reset_accumulated_memory_stats(device=None):
 
 
 def empty_cache():
-    """Releases cached device buffers of host scalars (tensor memory is freed with the tensors)."""
+    """Runs pending work, then releases cached device buffers of host scalars (tensor memory is
+    freed with the tensors)."""
+    _C._flush_pending()
     _C._empty_cache()
+
+
+def set_per_process_memory_fraction(fraction, device=None):
+    """Caps what this process may hold in tpu tensors on ``device`` at ``fraction`` (0 < f <= 1)
+    of its total memory (``mem_get_info``: the plugin's figure, or the host's RAM on the CPU
+    plugin), like torch.cuda.set_per_process_memory_fraction. An allocation past it raises
+    ``torch.OutOfMemoryError`` before anything is allocated. ``TORCH_TPU_MEMORY_LIMIT`` (bytes,
+    or 512M / 8G) caps every device; the lower cap wins."""
+    if not isinstance(fraction, (int, float)) or isinstance(fraction, bool):
+        raise TypeError(f"set_per_process_memory_fraction: fraction must be a number, got {type(fraction).__name__}")
+    if not 0 < fraction <= 1:
+        raise ValueError(f"set_per_process_memory_fraction: fraction must be in (0, 1], got {fraction}")
+    _C._set_memory_fraction(_get_device_index(device), float(fraction))
+
+
+def get_per_process_memory_fraction(device=None):
+    """The fraction set by set_per_process_memory_fraction for ``device`` (1.0 when none)."""
+    return _C._memory_fraction(_get_device_index(device))

@@ -62,11 +62,13 @@ c10::DataPtr TpuAllocator::allocate(size_t nbytes) {
   const int device = current_device();
   runtime::check_device_index(device);
   int64_t total = 0;
-  {
-    std::lock_guard<std::mutex> lock(g_stats_mutex);
-    total = g_stats[device].bytes.current;
+  if (memory_limited()) {
+    {
+      std::lock_guard<std::mutex> lock(g_stats_mutex);
+      total = g_stats[device].bytes.current;
+    }
+    check_memory_limit(device, total, static_cast<int64_t>(nbytes));  // torch.OutOfMemoryError past the cap
   }
-  check_memory_limit(device, total, static_cast<int64_t>(nbytes));  // torch.OutOfMemoryError past the cap
   auto* storage = new runtime::DeviceStorage(device, nbytes);
   {
     std::lock_guard<std::mutex> lock(g_stats_mutex);
@@ -87,7 +89,7 @@ void TpuAllocator::copy_data(void*, const void*, std::size_t) const {
 }
 
 void TpuAllocator::check_growth(int device, size_t old_nbytes, size_t new_nbytes) {
-  if (new_nbytes <= old_nbytes) return;
+  if (new_nbytes <= old_nbytes || !memory_limited()) return;
   int64_t in_use = 0;
   {
     std::lock_guard<std::mutex> lock(g_stats_mutex);

@@ -1,6 +1,7 @@
 #include "device/memory_limit.h"
 
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
@@ -20,6 +21,7 @@ constexpr const char* kEnv = "TORCH_TPU_MEMORY_LIMIT";
 std::mutex g_mu;
 std::array<int64_t, kMaxDevices> g_cap;        // -1: none set by fraction
 std::array<double, kMaxDevices> g_fraction;
+std::atomic<bool> g_fraction_set{false};
 
 std::string bytes_str(int64_t n) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -71,6 +73,8 @@ const bool g_initialised = [] {
 
 }  // namespace
 
+bool memory_limited() { return g_fraction_set.load(std::memory_order_relaxed) || env_limit() >= 0; }
+
 std::optional<int64_t> memory_limit(int device) {
   int64_t cap;
   {
@@ -101,6 +105,7 @@ int64_t set_memory_fraction(int device, double fraction) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_cap[device] = fraction >= 1 ? -1 : cap;
   g_fraction[device] = fraction;
+  if (fraction < 1) g_fraction_set.store(true);
   return cap;
 }
 

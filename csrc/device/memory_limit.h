@@ -17,6 +17,8 @@ namespace tpu::device {
 // Throws c10::OutOfMemoryError when `device` holds `in_use` bytes and `requested` more would
 // pass its cap.
 void check_memory_limit(int device, int64_t in_use, int64_t requested);
+// Whether any device has a cap (a cheap check for the allocator's hot path).
+bool memory_limited();
 
 // The cap of `device` in bytes, if any.
 std::optional<int64_t> memory_limit(int device);

@@ -9,4 +9,4 @@ echo "== C++ unit tests"
 # A hung test fails after 300 s instead of holding CI to its limit.
 ctest --test-dir build/py --output-on-failure --timeout 300 -j "$(nproc)"
 echo "== Python tests"
-exec .venv/bin/python -m pytest -q "$@"
+exec .venv/bin/python -m pytest -q --durations=20 "$@"

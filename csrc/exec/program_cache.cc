@@ -1,5 +1,6 @@
 #include "exec/program_cache.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <stdexcept>
@@ -58,17 +59,35 @@ ProgramCache& ProgramCache::get() {
   // executable cache this bounds the executables alive in the process: every one the XLA CPU
   // plugin loads costs ~6 memory mappings, and a process that exceeds vm.max_map_count (65530)
   // aborts inside LLVM.
-  static ProgramCache* cache = new ProgramCache([] {
-    runtime::Runtime& rt = runtime::Runtime::get();
-    return CompileTarget{&rt.client(), rt.identity() + '\0' + rt.device(0).kind};
-  });
+  // TORCH_TPU_CACHE_MEMORY_ENTRIES=N (default 2048) bounds each of them at N (graph programs at
+  // min(N, 256)).
+  static ProgramCache* cache = [] {
+    size_t entries = 2048;
+    if (const char* v = std::getenv("TORCH_TPU_CACHE_MEMORY_ENTRIES"); v && *v) {
+      char* end = nullptr;
+      const long long n = std::strtoll(v, &end, 10);
+      if (*end != '\0' || n <= 0) {
+        throw std::runtime_error(std::string("TORCH_TPU_CACHE_MEMORY_ENTRIES='") + v +
+                                 "' is not a positive count. Fix: set an integer such as 512, or unset it "
+                                 "(default 2048).");
+      }
+      entries = static_cast<size_t>(n);
+    }
+    return new ProgramCache(
+        [] {
+          runtime::Runtime& rt = runtime::Runtime::get();
+          return CompileTarget{&rt.client(), rt.identity() + '\0' + rt.device(0).kind};
+        },
+        entries, std::min<size_t>(entries, 256));
+  }();
   return *cache;
 }
 
 ProgramCache::ProgramCache(TargetSource target, size_t max_op_programs, size_t max_graph_programs)
     : target_source_(std::move(target)),
       max_op_programs_(max_op_programs),
-      max_graph_programs_(max_graph_programs) {
+      max_graph_programs_(max_graph_programs),
+      executables_(max_op_programs) {
   if (const char* d = std::getenv("TORCH_TPU_DUMP_HLO")) dump_dir_ = d;
 }
 

@@ -1,5 +1,6 @@
-"""The CI-sized soak (scripts/soak.py, whose long form runs 5,000 steps): 300 training steps of
-the main job's model in Strict, Fused and compiled, each in its own process, with the same
+"""The CI-sized soak (scripts/soak.py, whose long form runs 5,000 steps of the main job's model):
+300 training steps of the same model at half its width, in Strict, Fused and compiled, each in
+its own process, with the same
 checks - memory_allocated flat, resident memory grown by less than 5%, the thread count flat, no
 compile after warm-up, the program cache within its bound - plus that bound itself: a small
 TORCH_TPU_CACHE_MEMORY_ENTRIES evicts the least recently used programs and results stay right."""
@@ -17,7 +18,7 @@ def test_300_steps_in_each_mode_grow_nothing(tmp_path):
     out = tmp_path / "soak.json"
     env = {**os.environ, "TORCH_TPU_CACHE_DIR": str(tmp_path / "cache")}
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "soak.py"), "--steps", "300", "--modes",
-                        "strict,fused,compile", "--json", str(out)], env=env, capture_output=True, text=True,
+                        "strict,fused,compile", "--dim", "64", "--batch", "8", "--json", str(out)], env=env, capture_output=True, text=True,
                        timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     results = json.loads(out.read_text())

@@ -23,11 +23,31 @@ drew random numbers, or fell back to the CPU), that key is recorded again on eve
 compiled program, with the per-op recording cost) and a warning names the reason once.
 """
 
+import atexit
+import functools
+import threading
 import time
 import warnings
 
 from . import _C
 from .execution_mode import EagerMode, mode
+
+
+_EXIT_WAIT_S = 60.0  # bounds the exit's wait for a compile in flight
+
+
+@functools.lru_cache(maxsize=None)
+def _wait_for_background_compiles_at_exit():
+    """Registers (once) an exit handler that lets background compiles finish: the worker thread
+    must not be inside the plugin's compiler while the process tears the plugin's static state
+    down. Bounded: a stuck compile does not hang the exit."""
+
+    def wait():
+        waiter = threading.Thread(target=_C._wait_background_compiles, daemon=True)
+        waiter.start()
+        waiter.join(_EXIT_WAIT_S)
+
+    atexit.register(wait)
 
 
 class CapturedPrograms:
@@ -78,6 +98,7 @@ class CapturedPrograms:
         another way)."""
         if key in self or key in self._background:
             return
+        _wait_for_background_compiles_at_exit()
         with mode(EagerMode.FUSED):
             _C._capture_begin(True)
             outs = None

@@ -2,8 +2,9 @@
 entries must pass every float32 forward and backward sample (and bfloat16 / int64 / bool
 forward where the OpInfo supports them) against the CPU, with no CPU fallback. It uses the
 sweep's own comparison (only half-precision outputs get the float64-reference exemption).
-Each dtype and direction gets a 30 s budget; samples past it are not run and are named in a
-warning (nn.functional.max_pool2d has about a thousand samples per dtype, most of them cut).
+Each dtype and direction gets a 30 s budget (8 s for nn.functional.max_pool2d, which has about
+a thousand samples per dtype and took two minutes of CI); samples past it are not run and are
+named in a warning (most of max_pool2d's are cut; the full sweep runs them all).
 
 No entry is an expected failure today; one that must become one goes in a documented list here
 with its reason, never through a looser comparison."""
@@ -61,12 +62,13 @@ def no_churn_warnings():
 # Unstable sorts order equal elements arbitrarily (the CPU's order is an implementation detail),
 # so sort and topk are checked where ties are rare.
 DTYPES = {"sort": ["float32"], "topk": ["float32"]}
+BUDGET_S = {"nn.functional.max_pool2d": 8.0}
 
 
 @pytest.mark.parametrize("name", SUBSET)
 def test_opinfo_entry(name, no_fallback):
     dtypes = DTYPES.get(name, ["float32", "bfloat16", "int64", "bool"])
-    result = check_op(BY_NAME[name], dtypes, backward=True, time_budget=30.0)
+    result = check_op(BY_NAME[name], dtypes, backward=True, time_budget=BUDGET_S.get(name, 30.0))
     problems, truncated = {}, {}
     for dtype, r in result["dtypes"].items():
         for key in ("forward", "backward"):

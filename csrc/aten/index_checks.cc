@@ -2,13 +2,13 @@
 
 #include <c10/util/Exception.h>
 
-#include <cstdlib>
 #include <memory>
 #include <sstream>
 #include <string>
 
 #include "aten/op_runner.h"
 #include "aten/tensor_access.h"
+#include "common/env_flag.h"
 #include "exec/execution_mode.h"
 #include "runtime/runtime.h"
 
@@ -18,10 +18,7 @@ namespace {
 thread_local const char* t_op_name = nullptr;  // set by IndexCheckOpName
 
 bool env_check_indices() {
-  static const bool on = [] {
-    const char* v = std::getenv("TORCH_TPU_CHECK_INDICES");
-    return v != nullptr && *v != '\0' && std::string(v) != "0";
-  }();
+  static const bool on = env_flag("TORCH_TPU_CHECK_INDICES");
   return on;
 }
 

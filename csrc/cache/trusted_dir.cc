@@ -5,10 +5,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
+
+#include "common/env_flag.h"
 
 namespace tpu::cache {
 
@@ -92,10 +93,7 @@ std::string read_or_create_key(const std::string& path, bool shared, std::string
 
 }  // namespace
 
-bool shared_cache_from_environment() {
-  const char* v = std::getenv("TORCH_TPU_CACHE_SHARED");
-  return v != nullptr && *v != '\0' && std::string(v) != "0";
-}
+bool shared_cache_from_environment() { return env_flag("TORCH_TPU_CACHE_SHARED"); }
 
 TrustedDir open_trusted_dir(const std::string& dir, bool shared) {
   std::error_code ec;

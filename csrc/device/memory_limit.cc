@@ -19,8 +19,8 @@ constexpr int kMaxDevices = 1024;
 constexpr const char* kEnv = "TORCH_TPU_MEMORY_LIMIT";
 
 std::mutex g_mu;
-std::array<int64_t, kMaxDevices> g_cap;        // -1: none set by fraction
-std::array<double, kMaxDevices> g_fraction;
+std::array<int64_t, kMaxDevices> g_cap{};       // bytes; 0: none set by a fraction
+std::array<double, kMaxDevices> g_fraction{};   // 0: none set (1.0)
 std::atomic<bool> g_fraction_set{false};
 
 std::string bytes_str(int64_t n) {
@@ -65,12 +65,6 @@ int64_t env_limit() {
   return limit;
 }
 
-const bool g_initialised = [] {
-  g_cap.fill(-1);
-  g_fraction.fill(1.0);
-  return true;
-}();
-
 }  // namespace
 
 bool memory_limited() { return g_fraction_set.load(std::memory_order_relaxed) || env_limit() >= 0; }
@@ -82,8 +76,8 @@ std::optional<int64_t> memory_limit(int device) {
     cap = g_cap[device];
   }
   const int64_t env = env_limit();
-  if (cap < 0 && env < 0) return std::nullopt;
-  if (cap < 0) return env;
+  if (cap == 0 && env < 0) return std::nullopt;
+  if (cap == 0) return env;
   return env < 0 ? cap : std::min(cap, env);
 }
 
@@ -103,8 +97,8 @@ int64_t set_memory_fraction(int device, double fraction) {
   runtime::check_device_index(device);
   const int64_t cap = static_cast<int64_t>(fraction * static_cast<double>(memory_totals(device).total));
   std::lock_guard<std::mutex> lock(g_mu);
-  g_cap[device] = fraction >= 1 ? -1 : cap;
-  g_fraction[device] = fraction;
+  g_cap[device] = fraction >= 1 ? 0 : std::max<int64_t>(cap, 1);
+  g_fraction[device] = fraction >= 1 ? 0 : fraction;
   if (fraction < 1) g_fraction_set.store(true);
   return cap;
 }
@@ -112,7 +106,7 @@ int64_t set_memory_fraction(int device, double fraction) {
 double memory_fraction(int device) {
   runtime::check_device_index(device);
   std::lock_guard<std::mutex> lock(g_mu);
-  return g_fraction[device];
+  return g_fraction[device] == 0 ? 1.0 : g_fraction[device];
 }
 
 bool is_out_of_memory(const std::string& message) {

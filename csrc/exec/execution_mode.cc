@@ -1,19 +1,13 @@
 #include "exec/execution_mode.h"
 
 #include <atomic>
-#include <cstdlib>
-#include <string>
 
+#include "common/env_flag.h"
 #include "runtime/pending_work.h"
 
 namespace tpu::exec {
 
 namespace {
-
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' && std::string(v) != "0";
-}
 
 std::atomic<EagerMode>& mode_slot() {
   static std::atomic<EagerMode> mode{initial_mode()};

@@ -255,10 +255,9 @@ std::optional<cache::Fingerprint> FusedGraph::flush_captured_in_background() {
     return std::nullopt;
   }
   std::vector<std::pair<int, runtime::DeviceStorage*>> live;
-  GraphPart whole;
-  finish_key_locked(live, whole.outputs, whole.aliases);
-  for (size_t j = 0; j < nodes_.size(); ++j) whole.nodes.push_back(static_cast<int>(j));
-  for (const Param& p : params_) whole.inputs.push_back(p.value);
+  std::vector<int> outputs, aliases;
+  finish_key_locked(live, outputs, aliases);
+  const GraphPart whole = whole_locked(std::move(outputs), std::move(aliases));
   const cache::Fingerprint fp = cache::fingerprint(key_);  // what flush_captured() will look up
   BackgroundCompiles& background = BackgroundCompiles::get();
   if (programs_.find_graph(fp) != nullptr) {
@@ -393,6 +392,15 @@ void FusedGraph::flush_for(const runtime::DeviceStorage* storage) {
   flush_locked(nullptr, it != tracked_.end() && it->second.pending ? it->second.value : -1);
 }
 
+GraphPart FusedGraph::whole_locked(std::vector<int> outputs, std::vector<int> aliases) const {
+  GraphPart whole;
+  for (size_t j = 0; j < nodes_.size(); ++j) whole.nodes.push_back(static_cast<int>(j));
+  for (const Param& p : params_) whole.inputs.push_back(p.value);
+  whole.outputs = std::move(outputs);
+  whole.aliases = std::move(aliases);  // parameter index = input index
+  return whole;
+}
+
 void FusedGraph::finish_key_locked(std::vector<std::pair<int, runtime::DeviceStorage*>>& live,
                                    std::vector<int>& outputs, std::vector<int>& aliases) {
   // Outputs: the newest value of every live storage the graph wrote, in value order.
@@ -472,11 +480,7 @@ void FusedGraph::flush_locked(CapturedProgram* captured, int read_value) {
     parts.push_back(std::move(split->rest));
     kinds = {"the read value's part of a fused graph", "the rest of a fused graph after a read"};
   } else {
-    GraphPart whole;
-    for (size_t j = 0; j < nodes_.size(); ++j) whole.nodes.push_back(static_cast<int>(j));
-    for (const Param& p : params_) whole.inputs.push_back(p.value);
-    whole.outputs = std::move(outputs);
-    whole.aliases = std::move(aliases);  // parameter index = input index
+    GraphPart whole = whole_locked(std::move(outputs), std::move(aliases));
     fps.push_back(cache::fingerprint(key));
     parts.push_back(std::move(whole));
     kinds = {"a fused graph"};

@@ -140,6 +140,8 @@ class FusedGraph : public runtime::PendingWork {
   // `aliases` per output the parameter whose buffer it may take, or -1.
   void finish_key_locked(std::vector<std::pair<int, runtime::DeviceStorage*>>& live,
                          std::vector<int>& outputs, std::vector<int>& aliases);
+  // The whole graph as one part with those outputs and aliases.
+  GraphPart whole_locked(std::vector<int> outputs, std::vector<int> aliases) const;
   // The cached program of `part` under fingerprint `fp`, built (and *compiled set) on a miss.
   std::shared_ptr<const GraphProgram> program_locked(const cache::Fingerprint& fp, const GraphPart& part,
                                                      const std::string& kind, bool* compiled);

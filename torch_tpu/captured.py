@@ -29,6 +29,8 @@ import threading
 import time
 import warnings
 
+import torch
+
 from . import _C
 from .execution_mode import EagerMode, mode
 
@@ -100,7 +102,7 @@ class CapturedPrograms:
             return
         _wait_for_background_compiles_at_exit()
         with mode(EagerMode.FUSED):
-            _C._capture_begin(True)
+            _C._capture_begin(True, device_of(inputs))
             outs = None
             try:
                 outs = fn(*inputs)  # alive until the end: what it returns is part of the program
@@ -123,7 +125,7 @@ class CapturedPrograms:
         if job is not None:
             job.wait()  # its compile is under way: finishing it is quicker than another
         with mode(EagerMode.FUSED):
-            _C._capture_begin(True)
+            _C._capture_begin(True, device_of(inputs))
             try:
                 outs = list(fn(*inputs))
             except BaseException:
@@ -143,3 +145,9 @@ class CapturedPrograms:
                 stacklevel=3,
             )
         return outs
+
+
+def device_of(inputs) -> int:
+    """The device the capture records on: the first tpu input's (-1: the current device)."""
+    return next((t.device.index for t in inputs if isinstance(t, torch.Tensor) and t.device.type == "tpu"
+                 and t.device.index is not None), -1)

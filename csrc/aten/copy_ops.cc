@@ -10,7 +10,7 @@
 #include "aten/host_transfer.h"
 #include "aten/op_runner.h"
 #include "aten/tensor_access.h"
-#include "exec/fused_graph.h"
+#include "exec/fused_graphs.h"
 #include "device/host_allocator.h"
 #include "device/memory_limit.h"
 #include "runtime/runtime.h"
@@ -98,7 +98,7 @@ void device_to_device(const at::Tensor& src, const at::Tensor& dst) {
     // (Not while torch.compile records a graph: a shared buffer is not an op it can replay.)
     if (src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes() &&
         is_whole_buffer(src, contents) && covers_storage(dst) &&
-        !exec::Executor::get().fused().capturing()) {
+        exec::FusedGraphs::capture_device() != tpu_index(src)) {
       // Buffers are immutable, so the destination can share the source's.
       storage(dst).set_contents(contents.buffer, contents.type, "aten::copy_");
       return;

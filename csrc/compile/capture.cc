@@ -2,20 +2,20 @@
 
 #include "exec/background_compiles.h"
 #include "exec/executor.h"
-#include "exec/fused_graph.h"
+#include "device/current_device.h"
+#include "exec/fused_graphs.h"
 
 namespace tpu::compile {
 
-void capture_begin(bool bake) {
-  exec::FusedGraph& fused = exec::Executor::get().fused();
-  fused.flush();
-  fused.set_capturing(true, bake);
+void capture_begin(bool bake, int device) {
+  exec::Executor::get().fused().begin_capture(device >= 0 ? device : device::current_device(), bake);
 }
 
 CompiledGraph capture_end(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
-  exec::FusedGraph& fused = exec::Executor::get().fused();
-  exec::CapturedProgram program = fused.flush_captured();
-  fused.set_capturing(false);
+  exec::FusedGraphs& graphs = exec::Executor::get().fused();
+  const int device = exec::FusedGraphs::capture_device();
+  exec::CapturedProgram program = device >= 0 ? graphs.of(device).flush_captured() : exec::CapturedProgram{};
+  graphs.end_capture();
   const bool cut = !program.complete;
   CompiledGraph graph(std::move(program), inputs, outputs);
   if (cut) {
@@ -43,9 +43,11 @@ std::string BackgroundProgram::state() const {
 void BackgroundProgram::wait() const { exec::BackgroundCompiles::get().wait(fp); }
 
 std::optional<BackgroundProgram> capture_end_in_background() {
-  exec::FusedGraph& fused = exec::Executor::get().fused();
-  std::optional<cache::Fingerprint> fp = fused.flush_captured_in_background();
-  fused.set_capturing(false);
+  exec::FusedGraphs& graphs = exec::Executor::get().fused();
+  const int device = exec::FusedGraphs::capture_device();
+  std::optional<cache::Fingerprint> fp =
+      device >= 0 ? graphs.of(device).flush_captured_in_background() : std::nullopt;
+  graphs.end_capture();
   if (!fp) return std::nullopt;
   return BackgroundProgram{*fp};
 }

@@ -15,7 +15,9 @@
 
 namespace tpu::compile {
 
-void capture_begin(bool bake);
+// Captures on `device` (-1: the calling thread's current device); the capture belongs to the
+// calling thread.
+void capture_begin(bool bake, int device = -1);
 CompiledGraph capture_end(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs);
 
 // A capture's program compiling on another thread (exec/background_compiles.h).

@@ -14,6 +14,7 @@
 #include "aten/tensor_access.h"
 #include "device/allocator.h"
 #include "exec/execution_mode.h"
+#include "exec/replica_group.h"
 #include "runtime/launch_queue.h"
 #include "runtime/runtime.h"
 
@@ -218,6 +219,8 @@ bool CompiledGraph::matches(const std::vector<at::Tensor>& inputs,
 }
 
 std::optional<std::vector<at::Tensor>> CompiledGraph::run(const std::vector<at::Tensor>& inputs) const {
+  // Compiled for a process group that is gone: capture again for the current one.
+  if (program_.collectives.group != nullptr && program_.collectives.group->closed()) return std::nullopt;
   TORCH_CHECK(replayable(), "torch_tpu: this compiled graph cannot be replayed: ", reason_);
   thread_local std::vector<runtime::DeviceStorage*> storages;  // reused: no allocation per call
   if (!matches(inputs, storages)) return std::nullopt;
@@ -244,7 +247,7 @@ std::optional<std::vector<at::Tensor>> CompiledGraph::run(const std::vector<at::
   std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
   if (program_.exe != nullptr) {
     buffers = exec::run_program(program_.exe, program_.device, std::move(params), program_.scalars,
-                                program_.donatable_params, kLabel);
+                                program_.donatable_params, kLabel, program_.collectives);
   }
   for (size_t k = 0; k < write_back_.size(); ++k) {
     for (int i : write_back_[k]) storages[i]->set_contents(buffers[k], program_.outputs[k].type, kLabel);

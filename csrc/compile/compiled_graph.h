@@ -27,6 +27,8 @@ class CompiledGraph {
   // Empty when the graph cannot be replayed as captured (reason() says why).
   bool replayable() const { return reason_.empty(); }
   const std::string& reason() const { return reason_; }
+  // The program holds collectives (its ranks launch it together).
+  bool has_collectives() const { return program_.collectives.group != nullptr; }
   void refuse(std::string why) {
     if (reason_.empty()) reason_ = std::move(why);
   }

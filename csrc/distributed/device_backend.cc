@@ -3,10 +3,12 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <optional>
 #include <functional>
 
 #include "aten/op_runner.h"
 #include "exec/execution_mode.h"
+#include "exec/fused_graphs.h"
 #include "runtime/launch_queue.h"
 #include "runtime/pending_work.h"
 
@@ -14,19 +16,46 @@ namespace tpu::distributed {
 
 namespace {
 
+// Per device: each rank's own (ranks run as threads, and a rank's backward runs on its device's
+// autograd thread).
+std::mutex g_counts_mu;
+std::map<int, DeviceBackend::Counts> g_counts;
+
+void count(int device, bool recorded) {
+  std::lock_guard<std::mutex> lock(g_counts_mu);
+  DeviceBackend::Counts& c = g_counts[device];
+  ++(recorded ? c.recorded : c.launched);
+}
+
+constexpr const char* kCollectivesDiffer =
+    "the ranks called different collectives (a size, dtype or operation mismatch)";
+constexpr const char* kCollectivesFix =
+    "every rank must call the same collectives in the same order with tensors of the same dtype and size";
+constexpr const char* kProgramsDiffer =
+    "the ranks are about to run different programs with collectives (their op streams differ inside "
+    "torch.tpu.distributed.spmd_safe or a compiled graph)";
+constexpr const char* kProgramsFix =
+    "inside spmd_safe every rank must issue the same device ops and collectives in the same order with the same "
+    "shapes; move rank-dependent work outside the region (or out of the compiled function)";
+
 // Rank r's payload differs from rank 0's: a clear error naming both.
-void check_same(const std::vector<std::string>& payloads, const std::string& prefix) {
+void check_same(const std::vector<std::string>& payloads, const std::string& prefix, const char* problem,
+                const char* fix) {
   for (size_t r = 1; r < payloads.size(); ++r) {
     if (payloads[r] != payloads[0]) {
-      TORCH_CHECK(false, prefix, ": the ranks called different collectives (a size, dtype or "
-                  "operation mismatch): rank 0 has ", payloads[0], ", rank ", r, " has ", payloads[r],
-                  ". Fix: every rank must call the same collectives in the same order with tensors "
-                  "of the same dtype and size");
+      TORCH_CHECK(false, prefix, ": ", problem, ": rank 0 has ", payloads[0], ", rank ", r, " has ", payloads[r],
+                  ". Fix: ", fix);
     }
   }
 }
 
 }  // namespace
+
+DeviceBackend::Counts DeviceBackend::counts(int device) {
+  std::lock_guard<std::mutex> lock(g_counts_mu);
+  auto it = g_counts.find(device);
+  return it == g_counts.end() ? Counts{} : it->second;
+}
 
 DeviceBackend::DeviceBackend(int rank, int size, std::chrono::milliseconds timeout, int device,
                              std::vector<int64_t> devices, std::string token, RendezvousFactory rendezvous)
@@ -34,15 +63,19 @@ DeviceBackend::DeviceBackend(int rank, int size, std::chrono::milliseconds timeo
       make_rendezvous_(std::move(rendezvous)) {
   TORCH_CHECK(static_cast<int>(devices.size()) == size, "tpu_dist: ", devices.size(),
               " device ids for a group of ", size);
-  group_ = std::make_unique<Group>(*this, make_rendezvous_(token_, size), rank,
-                                   std::move(devices));
+  group_ = std::make_shared<Group>(*this, make_rendezvous_(token_, size), rank, std::move(devices));
+  group_->launch_salt_ = std::hash<std::string>{}(token_) % 0x7ffffffe;
 }
 
 DeviceBackend::~DeviceBackend() { shutdown(); }
 
 void DeviceBackend::abandon(const std::string& why) {
+  group_->close();
   group_->rendezvous().abandon(getRank(), why);
-  for (auto& [key, g] : pairs_) g->rendezvous().abandon(g->rank(), why);
+  for (auto& [key, g] : pairs_) {
+    g->close();
+    g->rendezvous().abandon(g->rank(), why);
+  }
 }
 
 void DeviceBackend::shutdown() { abandon("left the group (destroy_process_group or shutdown)"); }
@@ -85,39 +118,72 @@ void await_previous_collective(int device) {
   }
 }
 
-void note_collective(int device, const pjrt::Buffer& output) {
-  std::shared_ptr<pjrt::Event> done(output.ready_event());
+// `done`: the execution's completion - not an output's readiness, which a program that also
+// forwards an input can give before it has run.
+void note_collective(int device, std::shared_ptr<pjrt::Event> done) {
+  if (done == nullptr) return;
   std::lock_guard<std::mutex> lock(g_last_mu);
   g_last_collective[device] = std::move(done);
 }
 
 }  // namespace
 
+void DeviceBackend::Group::launch_program(runtime::Launch part, const std::string& program) const {
+  if (closed()) {
+    const std::string why = "torch_tpu: a program with collectives was compiled for a process group that has been "
+                            "destroyed; create the group again and run the code again to recompile for it";
+    for (size_t i = part.num_args; i < part.buffers.size(); ++i) part.buffers[i]->fail(why);
+    throw std::runtime_error(why);
+  }
+  // Its own pair of meets, numbered like a collective's (every rank launches the same programs
+  // and collectives in the same order).
+  std::lock_guard<std::recursive_mutex> lock(owner_.mu_);
+  round = kMeetsPerCollective * owner_.seq_++;
+  signature = program;
+  what = "a program with collectives";
+  whole_program = true;
+  launch(std::move(part));
+}
+
 void DeviceBackend::Group::launch(runtime::Launch launch) const {
   await_previous_collective(launch.device);
+  const bool program = whole_program;
   // Everyone has built (and compiled) its part and agrees on what runs: launch together.
   try {
-    check_same(owner_.meet(*this, round, signature, what), owner_.where(what));
+    check_same(owner_.meet(*this, round, signature, what), owner_.where(what),
+               program ? kProgramsDiffer : kCollectivesDiffer, program ? kProgramsFix : kCollectivesFix);
   } catch (const std::exception& e) {
     // Nothing was launched: the outputs (promised already) carry the error to their readers.
     for (size_t i = launch.num_args; i < launch.buffers.size(); ++i) launch.buffers[i]->fail(e.what());
     throw;
   }
-  const std::shared_ptr<pjrt::Buffer> output = launch.buffers.back();  // launch_now hands them on
   const int device = launch.device;
-  runtime::launch_now(launch);
-  note_collective(device, *output);
+  // One id per launch of the group, the same on every rank: the plugin matches the parts of this
+  // launch's collectives by it, never with another launch's whose ops have the same ids.
+  launch.launch_id = static_cast<int>((launch_salt_ + round / kMeetsPerCollective) % 0x7ffffffe) + 1;
+  note_collective(device, runtime::launch_now(launch));
   owner_.meet(*this, round + 1, "", what);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceBackend::collective(const Group& group, const char* what,
                                                          c10d::OpType type, std::string signature,
                                                          std::vector<at::Tensor> outputs,
-                                                         const std::function<void()>& body) {
+                                                         const std::function<void()>& body,
+                                                         bool same_on_every_rank) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  exec::StrictScope strict;  // nothing of a collective is recorded into the deferred graph
-  runtime::flush_pending_work();  // a collective ends the pending graph
+  const bool record = same_on_every_rank && &group == group_.get() &&
+                      exec::eager_mode() == exec::EagerMode::kFused &&
+                      exec::FusedGraphs::records_collectives(device_);
+  std::optional<exec::StrictScope> strict;
+  if (record) {
+    count(device_, true);  // joins the device's deferred graph
+  } else {
+    strict.emplace();  // nothing of the collective is recorded into the deferred graph
+    runtime::flush_pending_work();  // a collective ends the pending graph
+    count(device_, false);
+  }
   group.what = what;
+  group.whole_program = false;
   group.signature = std::move(signature);
   try {
     body();
@@ -128,7 +194,7 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::collective(const Group& group, con
   }
   auto work = c10::make_intrusive<TpuWork>(getRank(), type, what,
                                            c10::Device(c10::DeviceType::PrivateUse1, device_),
-                                           std::move(outputs));
+                                           std::move(outputs), record);
   work->succeed();
   if (coalescing_) coalesced_.push_back(work);
   return work;
@@ -138,8 +204,9 @@ DeviceBackend::Group& DeviceBackend::pair(int src, int dst) {
   auto& slot = pairs_[{src, dst}];
   if (slot == nullptr) {
     const std::string token = token_ + "/p2p/" + std::to_string(src) + ">" + std::to_string(dst);
-    slot = std::make_unique<Group>(*this, make_rendezvous_(token, 2), getRank() == src ? 0 : 1,
+    slot = std::make_shared<Group>(*this, make_rendezvous_(token, 2), getRank() == src ? 0 : 1,
                                    std::vector<int64_t>{group_->devices()[src], group_->devices()[dst]});
+    slot->launch_salt_ = std::hash<std::string>{}(token) % 0x7ffffffe;
   }
   return *slot;
 }

@@ -11,8 +11,18 @@
 // others fail at once, naming it. On the XLA CPU plugin every rank of the group lives in this
 // process (threads, one device each) and meets in memory; with a plugin whose collectives span
 // processes, ranks in other processes meet through the store.
+//
+// Where every rank has promised the same op stream - inside torch.tpu.distributed.spmd_safe in
+// Fused Eager, or while torch.compile captures a graph - a collective whose work is the same on
+// every rank (all_reduce, all_gather, reduce_scatter, an even all_to_all) is not launched: it is
+// recorded into the device's deferred graph (exec/fused_graphs.h), which then runs as one
+// replicated program with StableHLO collectives, launched through the group with one pair of
+// meets comparing the program's fingerprint. Collectives whose work differs per rank (a root's
+// data: broadcast, reduce, gather, scatter; uneven all_to_all; send/recv) always run as their
+// own programs.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -81,15 +91,26 @@ class DeviceBackend : public TpuBackend {
   // at once on the other ranks, with `why` (e.g. "raised ValueError: ...") in their error.
   void abandon(const std::string& why);
 
+  // Collectives run on the device transport by the ranks of tpu:`device` so far: launched as
+  // programs of their own, and recorded into deferred graphs.
+  struct Counts {
+    int64_t launched = 0;
+    int64_t recorded = 0;
+  };
+  static Counts counts(int device);
+
  private:
   // The devices one collective program runs on, launching this rank's part between the meets.
-  class Group : public exec::ReplicaGroup {
+  class Group final : public exec::ReplicaGroup {
    public:
     Group(DeviceBackend& owner, std::shared_ptr<runtime::Rendezvous> rendezvous, int rank,
           std::vector<int64_t> devices)
         : owner_(owner), rendezvous_(std::move(rendezvous)), rank_(rank), devices_(std::move(devices)) {}
     const std::vector<int64_t>& devices() const override { return devices_; }
     void launch(runtime::Launch launch) const override;
+    void launch_program(runtime::Launch launch, const std::string& signature) const override;
+    bool closed() const override { return closed_.load(std::memory_order_acquire); }
+    void close() { closed_.store(true, std::memory_order_release); }
     runtime::Rendezvous& rendezvous() const { return *rendezvous_; }
     int rank() const { return rank_; }
 
@@ -97,6 +118,9 @@ class DeviceBackend : public TpuBackend {
     mutable uint64_t round = 0;
     mutable std::string signature;
     mutable const char* what = "";
+    mutable bool whole_program = false;  // launch_program's launch, not one collective's
+    uint64_t launch_salt_ = 0;  // from the group's token: launch ids differ between groups
+    std::atomic<bool> closed_{false};  // the backend left the group (owner_ may be gone)
 
    private:
     DeviceBackend& owner_;
@@ -115,10 +139,12 @@ class DeviceBackend : public TpuBackend {
   static constexpr uint64_t kMeetsPerCollective = 2;
 
   // Runs one collective over `group`: `body` builds and runs its program (the group launches it)
-  // and writes the outputs. Returns its (completed) work, whose future yields `outputs`.
+  // and writes the outputs. Returns its (completed) work, whose future yields `outputs`. With
+  // `same_on_every_rank` (the body's ops do not depend on the rank), the collective is recorded
+  // into the deferred graph where the thread records collectives (see the top of this file).
   c10::intrusive_ptr<c10d::Work> collective(const Group& group, const char* what, c10d::OpType type,
                                             std::string signature, std::vector<at::Tensor> outputs,
-                                            const std::function<void()>& body);
+                                            const std::function<void()>& body, bool same_on_every_rank = false);
   // A meeting of all ranks of `group` (payloads in rank order).
   std::vector<std::string> meet(const Group& group, uint64_t round, std::string payload, const char* what);
   // The pair group of this rank and `peer` for point-to-point transfers, sender first.
@@ -133,8 +159,8 @@ class DeviceBackend : public TpuBackend {
   const int device_;
   const std::string token_;
   RendezvousFactory make_rendezvous_;
-  std::unique_ptr<Group> group_;
-  std::map<std::pair<int, int>, std::unique_ptr<Group>> pairs_;
+  std::shared_ptr<Group> group_;  // shared: recorded graphs and compiled programs keep it
+  std::map<std::pair<int, int>, std::shared_ptr<Group>> pairs_;
   std::map<std::pair<int, int>, uint64_t> pair_rounds_;
   uint64_t seq_ = 0;
   std::recursive_mutex mu_;  // one collective at a time per rank

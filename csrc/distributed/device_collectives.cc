@@ -83,7 +83,7 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::allreduce(std::vector<at::Tensor>&
     for (size_t i = 0; i < tensors.size(); ++i) {
       if (!in[i].is_same(tensors[i])) tensors[i].copy_(in[i]);
     }
-  });
+  }, /*same_on_every_rank=*/true);
 }
 
 
@@ -152,7 +152,7 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::allgather(std::vector<std::vector<
         outputs[i][r].copy_(out[i].narrow(0, r * m, m).view(outputs[i][r].sizes()));
       }
     }
-  });
+  }, /*same_on_every_rank=*/true);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceBackend::allgather_into_tensor_coalesced(
@@ -168,7 +168,7 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::allgather_into_tensor_coalesced(
     group_->round = kMeetsPerCollective * seq_++;
     auto out = run_program(*group_, "all_gather", "c10d::_allgather_base_", in, in.size(), getSize(), nullptr);
     for (size_t i = 0; i < outputs.size(); ++i) outputs[i].copy_(out[i].view(outputs[i].sizes()));
-  });
+  }, /*same_on_every_rank=*/true);
 }
 
 
@@ -188,7 +188,7 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::reduce_scatter_tensor_coalesced(
     auto out = run_program(*group_, "reduce_scatter", "c10d::_reduce_scatter_base_", in, in.size(), getSize(),
                            [&](aten::OpRunner& r) { set_reduction(r, red); });
     for (size_t i = 0; i < outputs.size(); ++i) outputs[i].copy_(out[i].view(outputs[i].sizes()));
-  });
+  }, /*same_on_every_rank=*/true);
 }
 
 
@@ -266,6 +266,12 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::exchange(const char* what, c10d::O
     }
   }
   const at::TensorOptions opts = inputs[0].options();
+  // Even pieces (every rank sends and receives `chunk` elements to and from each) need no
+  // rank-specific padding.
+  bool even = true;
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) even = even && send[i][j] == chunk;
+  }
   return collective(*group_, what, type, std::string(what) + " " + dtypes[0] + " chunk " + std::to_string(chunk),
                     work_outputs, [&] {
     at::Tensor in = packed(inputs, chunk, opts);
@@ -275,7 +281,7 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::exchange(const char* what, c10d::O
       if (outputs[i].numel() == 0) continue;
       outputs[i].copy_(out[0].narrow(0, i * chunk, outputs[i].numel()).view(outputs[i].sizes()));
     }
-  });
+  }, even);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceBackend::alltoall_base(at::Tensor& output, at::Tensor& input,

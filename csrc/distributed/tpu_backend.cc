@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "aten/tensor_access.h"
+#include "exec/execution_mode.h"
 
 namespace tpu::distributed {
 
@@ -141,6 +142,10 @@ at::Tensor dense(const at::Tensor& t) {
   // The storage's buffer must have exactly this shape: a collective program reads its inputs
   // whole, so any other buffer layout (a flat or never-written storage) would change the
   // program's text on this rank alone - and ranks running different programs never meet.
+  // Recorded into a deferred graph (only there is the mode Fused here: device_backend.h), the
+  // collective reads the graph's value of the view instead, and the ranks compare the whole
+  // graph's fingerprint before launching it; looking at the buffer would launch the graph.
+  if (exec::eager_mode() == exec::EagerMode::kFused && t.is_contiguous()) return t;
   if (aten::covers_storage(t)) {
     const auto contents = aten::storage(t).contents();
     if (aten::is_whole_buffer(t, contents) && contents.type.dims == hlo::Dims(t.sizes().begin(), t.sizes().end())) {

@@ -2,7 +2,9 @@
 // the device transport: as soon as the collective program is launched, since every later use of
 // the outputs is ordered after it by the device; for the host transport: once the data is back
 // on the device). Its future yields the output tensors, as DDP's reducer and
-// _c10d_functional.wait_tensor expect.
+// _c10d_functional.wait_tensor expect. A collective recorded into a deferred graph
+// (device_backend.h) completes at once, with no device event: its outputs are pending values of
+// the graph, and recording an event would launch the graph in the middle of the op stream.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -15,7 +17,7 @@ namespace tpu::distributed {
 class TpuWork : public c10d::Work {
  public:
   TpuWork(int rank, c10d::OpType type, const char* name, c10::Device device,
-          std::vector<at::Tensor> outputs);
+          std::vector<at::Tensor> outputs, bool recorded = false);
 
   std::vector<at::Tensor> result() override { return outputs_; }
   void synchronize() override {}

@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "exec/program_cache.h"
+#include "exec/replica_group.h"
 #include "runtime/launch_queue.h"
 
 namespace tpu::exec {
@@ -17,7 +18,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> run_program(
     const std::shared_ptr<pjrt::LoadedExecutable>& exe, int device,
     std::vector<std::shared_ptr<pjrt::Buffer>> params,
     std::vector<std::shared_ptr<pjrt::Buffer>> scalars, const std::vector<int>& donatable,
-    const char* label) {
+    const char* label, const GroupLaunch& collectives) {
   // A donatable argument still promised by a queued eager launch (e.g. the zero fill of a cache
   // just allocated): hand the queue to PJRT first, so the queued launch no longer holds it.
   for (int p : donatable) {
@@ -50,7 +51,11 @@ std::vector<std::shared_ptr<pjrt::Buffer>> run_program(
   }
   const int64_t donated_now =
       static_cast<int64_t>(donatable.size() - launch.non_donatable.size());
-  runtime::launch_now(launch);  // throws, naming `label`, when PJRT refuses it
+  if (collectives.group != nullptr) {
+    collectives.group->launch_program(std::move(launch), collectives.signature);
+  } else {
+    runtime::launch_now(launch);  // throws, naming `label`, when PJRT refuses it
+  }
   ProgramCache::get().count_execution();
   donated.fetch_add(donated_now, std::memory_order_relaxed);
   return outputs;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "hlo/tensor_type.h"
@@ -17,6 +18,15 @@
 #include "runtime/device_storage.h"
 
 namespace tpu::exec {
+
+class ReplicaGroup;
+
+// A program holding collectives (exec/replica_group.h): the group that launches this rank's part
+// and the signature the ranks compare first.
+struct GroupLaunch {
+  std::shared_ptr<const ReplicaGroup> group;
+  std::string signature;
+};
 
 struct CapturedProgram {
   struct Param {
@@ -41,17 +51,19 @@ struct CapturedProgram {
   bool scalars_fixed = true;
   std::vector<int> donatable_params;
   std::vector<Output> outputs;
+  GroupLaunch collectives;  // set when the program holds collectives
 };
 
 // Enqueues `exe` on `device` with `params` (then `scalars`) as arguments, on the calling thread,
 // and returns its output buffers. A donatable parameter is donated only when `params` and one storage hold the sole
 // references to its buffer. Every buffer involved stays alive until the execution finishes.
-// Errors name `label`, which must outlive the work (a string literal).
+// Errors name `label`, which must outlive the work (a string literal). A program with
+// collectives (`collectives.group` set) is launched through its group.
 std::vector<std::shared_ptr<pjrt::Buffer>> run_program(
     const std::shared_ptr<pjrt::LoadedExecutable>& exe, int device,
     std::vector<std::shared_ptr<pjrt::Buffer>> params,
     std::vector<std::shared_ptr<pjrt::Buffer>> scalars, const std::vector<int>& donatable,
-    const char* label);
+    const char* label, const GroupLaunch& collectives = {});
 
 // How many parameter buffers run_program has donated (reused for outputs) so far.
 int64_t donated_buffers();

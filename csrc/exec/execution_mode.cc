@@ -15,6 +15,7 @@ std::atomic<EagerMode>& mode_slot() {
 }
 
 thread_local bool t_strict = false;
+thread_local bool t_fused = false;
 
 }  // namespace
 
@@ -25,9 +26,11 @@ EagerMode initial_mode() {
 }
 
 EagerMode eager_mode() {
-  const EagerMode mode = mode_slot().load(std::memory_order_relaxed);
+  const EagerMode mode = t_fused ? EagerMode::kFused : mode_slot().load(std::memory_order_relaxed);
   return (t_strict && mode == EagerMode::kFused) ? EagerMode::kStrict : mode;
 }
+
+void set_thread_fused(bool on) { t_fused = on; }
 
 StrictScope::StrictScope() : previous_(t_strict) { t_strict = true; }
 StrictScope::~StrictScope() { t_strict = previous_; }

@@ -13,8 +13,13 @@ enum class EagerMode { kDebug = 0, kStrict = 1, kFused = 2 };
 
 // The mode the process started in: from the environment variables above (Debug wins).
 EagerMode initial_mode();
-// The mode of the calling thread's ops: the process mode, except under a StrictScope.
+// The mode of the calling thread's ops: the process mode, except while the thread records a
+// capture (Fused) or is under a StrictScope.
 EagerMode eager_mode();
+// The calling thread records its ops (Fused) whatever the process mode, or no longer: a
+// torch.compile capture (exec/fused_graphs.h) - per thread, so ranks that run as threads capture
+// side by side without switching each other's mode.
+void set_thread_fused(bool on);
 // Changing the mode flushes recorded work first.
 void set_eager_mode(EagerMode mode);
 

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <stdexcept>
 
-#include "exec/fused_graph.h"
+#include "exec/fused_graphs.h"
 #include "exec/replica_group.h"
 #include "exec/zero_fill.h"
 #include "profiler/trace_hooks.h"
@@ -17,7 +17,7 @@ Executor& Executor::get() {
   return *executor;
 }
 
-Executor::Executor() : programs_(ProgramCache::get()), fused_(std::make_unique<FusedGraph>()) {}
+Executor::Executor() : programs_(ProgramCache::get()), fused_(std::make_unique<FusedGraphs>()) {}
 
 double Executor::replay_last_raw(int iterations) {
   LastRun last;
@@ -47,7 +47,7 @@ double Executor::replay_last_raw(int iterations) {
 
 void Executor::assign(runtime::DeviceStorage& storage, FreshOutput out, const char* writer) {
   if (out.buffer == nullptr && out.pending >= 0) {
-    fused_->bind(&storage, out.pending);
+    fused_->of(storage.device()).bind(&storage, out.pending);
   } else {
     storage.set_contents(std::move(out.buffer), out.type, writer);
   }
@@ -61,14 +61,23 @@ void Executor::materialize(const OpCall& call, const std::vector<runtime::Device
   }
 }
 
+namespace {
+
+bool records(EagerMode mode, const OpCall& call) {
+  if (mode != EagerMode::kFused) return false;
+  return call.group == nullptr || FusedGraphs::records_collectives(call.device);
+}
+
+}  // namespace
+
 std::vector<FreshOutput> Executor::run(OpCall&& call) {
-  if (eager_mode() == EagerMode::kFused && call.group == nullptr) return fused_->record(std::move(call));
+  if (records(eager_mode(), call)) return fused_->record(std::move(call));
   return run(static_cast<const OpCall&>(call));
 }
 
 std::vector<FreshOutput> Executor::run(const OpCall& call) {
   const EagerMode mode = eager_mode();
-  if (mode == EagerMode::kFused && call.group == nullptr) return fused_->record(call);
+  if (records(mode, call)) return fused_->record(call);
 
   runtime::Runtime& rt = runtime::Runtime::get();
   CallLayout layout = layout_of(call);

@@ -20,15 +20,15 @@
 
 namespace tpu::exec {
 
-class FusedGraph;
+class FusedGraphs;
 
 class Executor {
  public:
   static Executor& get();
 
   // Runs `call`. Outputs with a Target are written into their storages; the fresh ones are
-  // returned in order. A call with a group (a collective) always runs as its own program,
-  // launched by the group, whatever the eager mode.
+  // returned in order. A call with a group (a collective) runs as its own program, launched by
+  // the group - except in Fused mode where the thread records collectives (exec/fused_graphs.h).
   std::vector<FreshOutput> run(const OpCall& call);
   // The same for a call the caller is done with (Fused mode keeps it without a copy).
   std::vector<FreshOutput> run(OpCall&& call);
@@ -38,7 +38,8 @@ class Executor {
   // Zero-fills storages that were never written, before `call` reads them.
   void materialize(const OpCall& call, const std::vector<runtime::DeviceStorage*>& storages);
 
-  FusedGraph& fused() { return *fused_; }
+  // The deferred graphs, one per device.
+  FusedGraphs& fused() { return *fused_; }
 
   // Benchmarks: while recording, the executor remembers the last per-op program it ran and its
   // argument buffers; replay_last_raw re-executes it `iterations` times straight through PJRT
@@ -50,7 +51,7 @@ class Executor {
   Executor();
 
   ProgramCache& programs_;
-  std::unique_ptr<FusedGraph> fused_;
+  std::unique_ptr<FusedGraphs> fused_;
   std::mutex mu_;
   struct LastRun {
     std::shared_ptr<pjrt::LoadedExecutable> exe;

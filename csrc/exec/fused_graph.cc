@@ -55,21 +55,34 @@ bool FusedGraph::OpMark::repeats(const OpMark& first) const {
   return true;
 }
 
-FusedGraph::FusedGraph() : programs_(ProgramCache::get()), max_ops_(max_ops_from_env()) {
-  runtime::set_pending_work(this);
+FusedStats& FusedStats::operator+=(const FusedStats& o) {
+  ops_recorded += o.ops_recorded;
+  graphs_run += o.graphs_run;
+  graph_compiles += o.graph_compiles;
+  graph_replays += o.graph_replays;
+  flushes_by_repeat += o.flushes_by_repeat;
+  flushes_by_size += o.flushes_by_size;
+  split_reads += o.split_reads;
+  collectives_recorded += o.collectives_recorded;
+  graphs_with_collectives += o.graphs_with_collectives;
+  return *this;
 }
 
-FusedGraph::~FusedGraph() { runtime::set_pending_work(nullptr); }
+FusedGraph::FusedGraph() : programs_(ProgramCache::get()), max_ops_(max_ops_from_env()) {}
+
+FusedGraph::~FusedGraph() = default;
 
 FusedStats FusedGraph::stats() const {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(stats_mu_);
   return stats_;
 }
 
-size_t FusedGraph::pending_ops() const {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
-  return nodes_.size();
+void FusedGraph::count(int64_t FusedStats::*field) {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  ++(stats_.*field);
 }
+
+size_t FusedGraph::pending_ops() const { return pending_ops_.load(std::memory_order_relaxed); }
 
 FusedGraph::OpMark FusedGraph::mark_of(const OpCall& call) const {
   OpMark m;
@@ -110,14 +123,16 @@ CallLayout::Slot FusedGraph::slot_of(runtime::DeviceStorage* s) {
   return CallLayout::Slot{s, {nullptr, c.type}, true};
 }
 
-std::vector<FreshOutput> FusedGraph::record(OpCall call) {
+std::vector<FreshOutput> FusedGraph::record(OpCall call, bool owned) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
+  // One group per graph: a collective of another group starts a new graph (on every rank alike).
+  if (call.group != nullptr && group_ != nullptr && group_.get() != call.group) flush_locked();
   if (!nodes_.empty() && (call.device != device_ || (!capturing_ && nodes_.size() >= max_ops_))) {
     if (call.device == device_) {
       // Cut by the size limit: the next graph continues the same iteration, so the repeat
       // detector keeps waiting for the iteration's first op (graphs then start at the same
       // points of every iteration and are compiled once).
-      ++stats_.flushes_by_size;
+      count(&FusedStats::flushes_by_size);
       OpMark start = std::move(first_);
       flush_locked();
       first_ = std::move(start);
@@ -129,7 +144,7 @@ std::vector<FreshOutput> FusedGraph::record(OpCall call) {
   // The full mark is built only for an op of the first op's kind (and for a graph's first op).
   if (!capturing_ && nodes_.size() >= (continuing_ ? 1 : kMinOpsBeforeRepeat) &&
       first_.is_op(call.op) && mark_of(call).repeats(first_)) {
-    ++stats_.flushes_by_repeat;
+    count(&FusedStats::flushes_by_repeat);
     flush_locked();
   }
   std::optional<OpMark> first_mark;
@@ -191,8 +206,16 @@ std::vector<FreshOutput> FusedGraph::record(OpCall call) {
   for (auto& out : node.call.outputs) {
     if (out) out->storage = nullptr;
   }
+  if (node.call.group != nullptr) {
+    if (group_ == nullptr) group_ = node.call.group->shared_from_this();
+    count(&FusedStats::collectives_recorded);
+  }
+  if ((owned || capturing_ || group_ != nullptr) && owner_.load(std::memory_order_relaxed) == std::thread::id()) {
+    owner_.store(std::this_thread::get_id(), std::memory_order_release);
+  }
   nodes_.push_back(std::move(node));
-  ++stats_.ops_recorded;
+  pending_ops_.store(nodes_.size(), std::memory_order_relaxed);
+  count(&FusedStats::ops_recorded);
   return fresh;
 }
 
@@ -240,6 +263,11 @@ void FusedGraph::set_capturing(bool on, bool bake) {
 
 bool FusedGraph::capturing() const { return capturing_.load(std::memory_order_acquire); }
 
+void FusedGraph::cut_capture() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (capturing_) capture_cut_ = true;
+}
+
 CapturedProgram FusedGraph::flush_captured() {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   CapturedProgram captured;
@@ -263,10 +291,10 @@ std::optional<cache::Fingerprint> FusedGraph::flush_captured_in_background() {
   if (programs_.find_graph(fp) != nullptr) {
     background.known(fp);
   } else {
-    ++stats_.graph_compiles;
+    count(&FusedStats::graph_compiles);
     auto source = std::make_shared<GraphSource>(describe_locked(whole, "a fused graph"));
     // The options in force now, while the recorded ops' signatures carry the same settings.
-    auto options = std::make_shared<pjrt::CompileOptions>(programs_.compile_options());
+    auto options = std::make_shared<pjrt::CompileOptions>(programs_.compile_options(source->program->replica_devices));
     ProgramCache* programs = &programs_;
     background.submit(fp, [programs, fp, source, options] {
       source->program->exe = programs->compile(source->mlir, source->what, *options);
@@ -283,6 +311,17 @@ void FusedGraph::flush() {
   flush_locked();
 }
 
+void FusedGraph::flush_unless_foreign() {
+  const auto foreign = [this] {
+    const std::thread::id owner = owner_.load(std::memory_order_acquire);
+    return owner != std::thread::id() && owner != std::this_thread::get_id();
+  };
+  if (foreign()) return;
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (foreign()) return;
+  flush_locked();
+}
+
 void FusedGraph::reset_locked() {
   for (auto& [storage, t] : tracked_) storage->untrack();
   tracked_.clear();
@@ -292,21 +331,28 @@ void FusedGraph::reset_locked() {
   params_.clear();
   param_of_.clear();
   nodes_.clear();
+  pending_ops_.store(0, std::memory_order_relaxed);
   key_.clear();
   first_ = OpMark{};
   continuing_ = false;
+  group_.reset();
+  owner_.store(std::thread::id(), std::memory_order_release);
 }
 
 std::shared_ptr<const GraphProgram> FusedGraph::build_locked(const GraphPart& part,
                                                              const std::string& kind) {
   GraphSource source = describe_locked(part, kind);
-  source.program->exe = programs_.compile(source.mlir, source.what);
+  source.program->exe = programs_.compile(source.mlir, source.what, source.program->replica_devices);
   return source.program;
 }
 
 FusedGraph::GraphSource FusedGraph::describe_locked(const GraphPart& part, const std::string& kind) {
   auto program = std::make_shared<GraphProgram>();
   hlo::Builder b;
+  if (group_ != nullptr) {  // one replica per device of the group
+    program->replica_devices = group_->devices();
+    b.set_num_replicas(static_cast<int64_t>(program->replica_devices.size()));
+  }
   std::vector<hlo::Value> value_of(values_.size());
   for (int v : part.inputs) value_of[v] = b.parameter(values_[v].type);
   for (int j : part.nodes) {
@@ -366,14 +412,15 @@ std::shared_ptr<const GraphProgram> FusedGraph::program_locked(const cache::Fing
   }
   program = build_locked(part, kind);
   programs_.add_graph(fp, program);
-  ++stats_.graph_compiles;
+  count(&FusedStats::graph_compiles);
   *compiled = true;
   return program;
 }
 
 std::vector<std::shared_ptr<pjrt::Buffer>> FusedGraph::run_part_locked(
     const GraphProgram& program, const GraphPart& part,
-    std::vector<std::shared_ptr<pjrt::Buffer>>& buffers, const std::vector<bool>& keep) {
+    std::vector<std::shared_ptr<pjrt::Buffer>>& buffers, const std::vector<bool>& keep,
+    const GroupLaunch& collectives) {
   std::vector<std::shared_ptr<pjrt::Buffer>> params;
   params.reserve(part.inputs.size());
   // Moved out unless a later part reads it too: the donation check counts references.
@@ -383,11 +430,17 @@ std::vector<std::shared_ptr<pjrt::Buffer>> FusedGraph::run_part_locked(
     scalars.push_back(programs_.scalar(device_, runtime_value(nodes_[node].call, arg)));
   }
   return run_program(program.exe, device_, std::move(params), std::move(scalars),
-                     program.donatable_params, kGraphLabel);
+                     program.donatable_params, kGraphLabel, collectives);
 }
 
 void FusedGraph::flush_for(const runtime::DeviceStorage* storage) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (group_ != nullptr && owner_.load() != std::this_thread::get_id()) {
+    throw std::runtime_error(
+        "torch_tpu: a tensor is read on a thread other than the rank's that computes it in a program "
+        "with collectives (spmd_safe or torch.compile), before that rank ran the program. Fix: read it "
+        "on the rank's own thread, or after the rank has left its spmd_safe region");
+  }
   auto it = tracked_.find(const_cast<runtime::DeviceStorage*>(storage));
   flush_locked(nullptr, it != tracked_.end() && it->second.pending ? it->second.value : -1);
 }
@@ -454,7 +507,7 @@ void FusedGraph::flush_locked(CapturedProgram* captured, int read_value) {
   // rest right behind it (graph_split.h). Each part's key is the whole graph's plus the read
   // value, so every iteration finds the same two programs.
   std::optional<GraphSplit> split;
-  if (read_value >= 0 && captured == nullptr && !capturing_ && split_reads_enabled()) {
+  if (read_value >= 0 && captured == nullptr && !capturing_ && group_ == nullptr && split_reads_enabled()) {
     GraphShape shape;
     shape.num_values = values_.size();
     for (const Node& node : nodes_) {
@@ -496,7 +549,14 @@ void FusedGraph::flush_locked(CapturedProgram* captured, int read_value) {
     reset_locked();
     throw;
   }
-  if (!compiled) ++stats_.graph_replays;
+  if (!compiled) count(&FusedStats::graph_replays);
+  GroupLaunch collectives;
+  if (group_ != nullptr) {
+    collectives.group = group_;
+    collectives.signature = "the program " + fps[0].hex() + " (a fused graph of " + std::to_string(nodes_.size()) +
+                            " ops with collectives)";
+    count(&FusedStats::graphs_with_collectives);
+  }
 
   // Buffers per value: the parameters' (the graph's sole extra references), then each part's
   // outputs as it is launched.
@@ -523,6 +583,7 @@ void FusedGraph::flush_locked(CapturedProgram* captured, int read_value) {
     }
     captured->scalars_fixed = scalars_fixed;
     captured->donatable_params = program.donatable_params;
+    captured->collectives = collectives;
     for (size_t i = 0; i < live.size(); ++i) {
       if (i == 0 || live[i].first != live[i - 1].first) {
         captured->outputs.push_back({values_[live[i].first].type, {}});
@@ -537,15 +598,16 @@ void FusedGraph::flush_locked(CapturedProgram* captured, int read_value) {
   }
   try {
     for (size_t i = 0; i < parts.size(); ++i) {
-      std::vector<std::shared_ptr<pjrt::Buffer>> out = run_part_locked(*programs[i], parts[i], buffers, keep);
+      std::vector<std::shared_ptr<pjrt::Buffer>> out =
+          run_part_locked(*programs[i], parts[i], buffers, keep, collectives);
       for (size_t k = 0; k < out.size(); ++k) buffers[parts[i].outputs[k]] = std::move(out[k]);
     }
   } catch (...) {
     reset_locked();
     throw;
   }
-  ++stats_.graphs_run;
-  if (split) ++stats_.split_reads;
+  count(&FusedStats::graphs_run);
+  if (split) count(&FusedStats::split_reads);
   for (const auto& [value, s] : live) {
     if (s == nullptr) {
       orphans_[(generation_ << 32) | value] = {buffers[value], values_[value].type};

@@ -15,6 +15,10 @@
 // (exec/graph_split.h), so the read waits only for the first while the rest overlaps with the
 // recording of the next step.
 //
+// There is one graph per device (exec/fused_graphs.h). A graph may hold the collectives of one
+// replica group (exec/replica_group.h), recorded where every rank has promised the same op
+// stream: it is then compiled as a replicated program and launched through the group.
+//
 //   TORCH_TPU_FUSE_MAX_OPS=N  - flush when a graph reaches N ops (default 5000); the next graph
 //                               continues the same iteration (see record)
 //   TORCH_TPU_FUSE_SPLIT_READS=0 - never split a flush at a host read
@@ -25,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -37,6 +42,7 @@
 #include "exec/op_call.h"
 #include "exec/program_builder.h"
 #include "exec/program_cache.h"
+#include "exec/replica_group.h"
 #include "pjrt/executable.h"
 #include "runtime/device_storage.h"
 #include "runtime/pending_work.h"
@@ -51,6 +57,10 @@ struct FusedStats {
   int64_t flushes_by_repeat = 0;
   int64_t flushes_by_size = 0;
   int64_t split_reads = 0;      // flushes for a host read run as two programs (graph_split.h)
+  int64_t collectives_recorded = 0;  // collectives recorded into graphs (exec/replica_group.h)
+  int64_t graphs_with_collectives = 0;  // graphs run as replicated programs with collectives
+
+  FusedStats& operator+=(const FusedStats& o);
 };
 
 class FusedGraph : public runtime::PendingWork {
@@ -59,12 +69,18 @@ class FusedGraph : public runtime::PendingWork {
   ~FusedGraph() override;
 
   // Records `call` (kept in the graph: pass it by move when the caller is done with it); fresh
-  // outputs come back pending (bind them to their storages).
-  std::vector<FreshOutput> record(OpCall call);
+  // outputs come back pending (bind them to their storages). With `owned` (the calling thread
+  // is a rank inside spmd_safe), the graph becomes the thread's, as it does when it records a
+  // collective or captures: only that thread flushes it whole (flush_unless_foreign), so another
+  // thread never cuts a rank's graph at a point the other ranks do not cut theirs.
+  std::vector<FreshOutput> record(OpCall call, bool owned = false);
   // `storage` now holds the pending value `value`.
   void bind(runtime::DeviceStorage* storage, int64_t value);
 
   void flush() override;
+  // flush(), except when the graph belongs to another thread (see record; a graph with
+  // collectives only its rank's thread may launch: exec/fused_graphs.h).
+  void flush_unless_foreign();
   // A flush because `storage`'s contents are needed now: may split the graph at that value.
   void flush_for(const runtime::DeviceStorage* storage) override;
   void forget(runtime::DeviceStorage* storage, bool destroyed) override;
@@ -78,6 +94,8 @@ class FusedGraph : public runtime::PendingWork {
   // replayed for inputs of one layout loses nothing by it.
   void set_capturing(bool on, bool bake = false);
   bool capturing() const;
+  // The capture does not stand for the whole computation (the thread ran ops elsewhere).
+  void cut_capture();
   // Runs the recorded graph like flush() and describes it for replay (empty when nothing was
   // recorded).
   CapturedProgram flush_captured();
@@ -149,7 +167,8 @@ class FusedGraph : public runtime::PendingWork {
   // reads is moved out), run-time scalars from the recorded calls. Returns the outputs.
   std::vector<std::shared_ptr<pjrt::Buffer>> run_part_locked(
       const GraphProgram& program, const GraphPart& part,
-      std::vector<std::shared_ptr<pjrt::Buffer>>& buffers, const std::vector<bool>& keep);
+      std::vector<std::shared_ptr<pjrt::Buffer>>& buffers, const std::vector<bool>& keep,
+      const GroupLaunch& collectives);
   void reset_locked();
 
   ProgramCache& programs_;
@@ -181,7 +200,19 @@ class FusedGraph : public runtime::PendingWork {
   std::string key_;  // signature of the graph so far
   OpMark first_;  // the first op of the current iteration (see record)
   bool continuing_ = false;  // the graph continues an iteration cut by the size limit
+  // Read without the graph's lock: a stats read never waits for a flush in progress (whose
+  // ranks may be meeting).
+  void count(int64_t FusedStats::*field);
+  mutable std::mutex stats_mu_;
   FusedStats stats_;
+  std::atomic<size_t> pending_ops_{0};
+  // The group of the collectives recorded into this graph (one group per graph: a collective
+  // of another group starts a new graph).
+  std::shared_ptr<const ReplicaGroup> group_;
+  // The thread the graph belongs to (see record), or none. Also read without the lock: a flush
+  // from another thread skips such a graph without waiting for its lock, which the owner holds
+  // while its ranks meet.
+  std::atomic<std::thread::id> owner_{};
 };
 
 }  // namespace tpu::exec

@@ -50,6 +50,7 @@ struct OpProgram {
 // output may take the buffer of.
 struct GraphProgram {
   std::shared_ptr<pjrt::LoadedExecutable> exe;
+  std::vector<int64_t> replica_devices;  // a graph with collectives: its group's devices
   std::vector<std::pair<int, ProgramPlan::Arg>> runtime_args;
   std::vector<int> donatable_params;
 };

@@ -48,9 +48,10 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<PJRT_Buffer
 PJRT_Event* LoadedExecutable::execute_raw(PJRT_Buffer* const* args, size_t num_args,
                                           PJRT_Device* device,
                                           const std::vector<int64_t>& non_donatable,
-                                          PJRT_Buffer** outputs) const {
+                                          PJRT_Buffer** outputs, int launch_id) const {
   PJRT_ExecuteOptions options{};
   options.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
+  options.launch_id = launch_id;
   options.non_donatable_input_indices = non_donatable.empty() ? nullptr : non_donatable.data();
   options.num_non_donatable_input_indices = non_donatable.size();
 

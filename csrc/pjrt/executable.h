@@ -29,9 +29,12 @@ class LoadedExecutable {
   Result execute(const std::vector<PJRT_Buffer*>& args, PJRT_Device* device,
                  const std::vector<int64_t>& non_donatable) const;
   // The same without wrappers (the launcher's hot path): writes num_outputs() owned buffers to
-  // `outputs` and returns the owned completion event (may be null).
+  // `outputs` and returns the owned completion event (may be null). `launch_id` (non-zero) names
+  // one multi-device launch: every device's part of it passes the same id, and the plugin's
+  // collectives match parts by it.
   PJRT_Event* execute_raw(PJRT_Buffer* const* args, size_t num_args, PJRT_Device* device,
-                          const std::vector<int64_t>& non_donatable, PJRT_Buffer** outputs) const;
+                          const std::vector<int64_t>& non_donatable, PJRT_Buffer** outputs,
+                          int launch_id = 0) const;
   const PJRT_Api* api() const { return api_; }
 
   // The compiled executable as bytes that Client::deserialize accepts.

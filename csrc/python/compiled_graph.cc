@@ -37,7 +37,13 @@ py::object run_graph(const compile::CompiledGraph& graph, py::handle tensors) {
     }
     inputs.push_back(THPVariable_Unpack(items[i]));
   }
-  std::optional<std::vector<at::Tensor>> out = graph.run(inputs);
+  std::optional<std::vector<at::Tensor>> out;
+  if (graph.has_collectives()) {
+    py::gil_scoped_release release;  // the ranks' threads meet before launching
+    out = graph.run(inputs);
+  } else {
+    out = graph.run(inputs);
+  }
   if (!out) return py::none();
   PyObject* list = PyList_New(static_cast<Py_ssize_t>(out->size()));
   if (list == nullptr) throw py::error_already_set();
@@ -57,8 +63,10 @@ void bind_compiled_graph(py::module_& m) {
       .def_property_readonly("replayable", &compile::CompiledGraph::replayable)
       .def_property_readonly("reason", &compile::CompiledGraph::reason)
       .def("run", &run_graph, py::arg("tensors"));
-  m.def("_capture_begin", &compile::capture_begin);
-  m.def("_capture_end", &compile::capture_end);
+  // Both may run a graph with collectives, whose ranks' threads meet: without the GIL.
+  m.def("_capture_begin", &compile::capture_begin, py::arg("bake"), py::arg("device") = -1,
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_capture_end", &compile::capture_end, py::call_guard<py::gil_scoped_release>());
   py::class_<compile::BackgroundProgram>(m, "_BackgroundProgram")
       .def_property_readonly("state", &compile::BackgroundProgram::state)
       .def("wait", &compile::BackgroundProgram::wait, py::call_guard<py::gil_scoped_release>());

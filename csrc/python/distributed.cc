@@ -52,6 +52,13 @@ void bind_distributed(py::module_& m) {
               rank, size, millis(timeout_s), device, std::move(devices), std::move(token), std::move(meet)));
         },
         py::call_guard<py::gil_scoped_release>());
+  m.def("_dist_collective_counts", [](int device) {
+    const auto c = distributed::DeviceBackend::counts(device);
+    py::dict d;
+    d["launched"] = c.launched;
+    d["recorded"] = c.recorded;
+    return d;
+  }, py::arg("device"));
   m.def("_dist_transport", [](c10d::Backend* backend) -> std::string {
     auto* b = dynamic_cast<distributed::TpuBackend*>(backend);
     return b == nullptr ? "" : b->transport();

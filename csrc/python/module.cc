@@ -16,7 +16,7 @@
 #include "device/generator.h"
 #include "cache/disk_cache.h"
 #include "exec/executor.h"
-#include "exec/fused_graph.h"
+#include "exec/fused_graphs.h"
 #include "exec/program_cache.h"
 #include "lowering/registry.h"
 #include "python/compiled_graph.h"
@@ -109,6 +109,8 @@ py::dict cache_stats() {
   d["fused_flushes_by_repeat"] = f.flushes_by_repeat;
   d["fused_flushes_by_size"] = f.flushes_by_size;
   d["fused_split_reads"] = f.split_reads;
+  d["collectives_in_graphs"] = f.collectives_recorded;
+  d["graphs_with_collectives"] = f.graphs_with_collectives;
   d["donated_buffers"] = exec::donated_buffers();
   return d;
 }
@@ -204,8 +206,12 @@ PYBIND11_MODULE(_C, m) {
     exec::set_eager_mode(static_cast<exec::EagerMode>(mode));
   });
   m.def("_eager_mode", [] { return static_cast<int>(exec::eager_mode()); });
-  m.def("_flush_pending", [] { exec::Executor::get().fused().flush(); });
+  m.def("_flush_pending", [] { exec::Executor::get().fused().flush(); },
+        py::call_guard<py::gil_scoped_release>());  // may launch a program whose ranks meet
   m.def("_pending_ops", [] { return exec::Executor::get().fused().pending_ops(); });
+  // torch.tpu.distributed.spmd_safe: +1 entering a region on this thread, -1 leaving it.
+  m.def("_spmd_safe_region", [](int delta) { exec::FusedGraphs::spmd_safe_region(delta); });
+  m.def("_dist_cut_collectives", [](bool cut) { exec::FusedGraphs::set_cut_collectives(cut); });
   m.def("_clear_compilation_cache", [](bool disk) {
     exec::ProgramCache::get().clear(disk);
   });

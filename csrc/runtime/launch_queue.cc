@@ -174,7 +174,7 @@ void LaunchQueue::loop() {
   }
 }
 
-void launch_now(Launch& launch) {
+std::shared_ptr<pjrt::Event> launch_now(Launch& launch) {
   Runtime& rt = Runtime::get();
   // Reused per thread: no allocation per launch on this path.
   thread_local std::vector<PJRT_Buffer*> args;
@@ -189,7 +189,7 @@ void launch_now(Launch& launch) {
     outputs.assign(num_outputs, nullptr);
     const uint64_t start = steady_ns();
     done = launch.exe->execute_raw(args.data(), args.size(), rt.device(launch.device).raw,
-                                   launch.non_donatable, outputs.data());
+                                   launch.non_donatable, outputs.data(), launch.launch_id);
     const uint64_t inside = steady_ns() - start;
     execute_ns.fetch_add(inside, std::memory_order_relaxed);
     t_execute_ns += inside;
@@ -203,10 +203,11 @@ void launch_now(Launch& launch) {
     throw std::runtime_error(message);
   }
   for (size_t i = 0; i < num_outputs; ++i) launch.buffers[launch.num_args + i]->fulfil(outputs[i]);
-  if (done == nullptr) return;
+  if (done == nullptr) return nullptr;
   auto event = std::make_shared<pjrt::Event>(launch.exe->api(), done);
   if (traced) trace_execution(*event, launch, launch_ns);
-  rt.tracker(launch.device).add(std::move(event), launch.label, std::move(launch.buffers), launch.num_args);
+  rt.tracker(launch.device).add(event, launch.label, std::move(launch.buffers), launch.num_args);
+  return event;
 }
 
 uint64_t execute_ns_on_this_thread() { return t_execute_ns; }

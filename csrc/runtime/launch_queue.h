@@ -36,14 +36,16 @@ struct Launch {
   int device = 0;
   const char* label = "";  // the op, for error messages
   uint64_t correlation = 0;  // while profiling: the CPU op that queued it (profiler/trace_hooks.h)
+  // A program with collectives: the id every rank's part of this launch passes to PJRT (0: none).
+  int launch_id = 0;
 };
 
 // Hands `launch` to PJRT on the calling thread now: fulfils its outputs and gives the completion
 // event, with every buffer of the launch, to the device's WorkTracker. On failure its outputs
 // are failed and std::runtime_error naming the op is thrown. (The launcher runs each queued
 // launch through this; whole programs - fused flushes, compiled-graph replays - call it
-// directly.)
-void launch_now(Launch& launch);
+// directly.) Returns the execution's completion event (null if the plugin gives none).
+std::shared_ptr<pjrt::Event> launch_now(Launch& launch);
 
 // Calls into PJRT's Execute and the wall time spent inside them, over all launches (benchmarks
 // separate our host work from the plugin's: the XLA CPU plugin runs small programs inline).

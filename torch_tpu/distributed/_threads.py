@@ -8,6 +8,7 @@ device is first used.
 """
 
 import datetime
+import sys
 import threading
 
 import torch
@@ -72,6 +73,16 @@ def _abandon_groups(why):
             pass  # a group without a tpu backend
 
 
+def _resolve_compile_backend():
+    """Dynamo registers a backend named by an entry point on first lookup, without a lock: two
+    ranks compiling at once would both register "tpu" and one would fail ("duplicate name").
+    Once Dynamo is loaded, resolve the name here, before the ranks start."""
+    if "torch._dynamo" in sys.modules:
+        from torch._dynamo.backends.registry import lookup_backend
+
+        lookup_backend("tpu")
+
+
 def run_in_threads(fn, world_size, args=(), timeout=60.0, backend="tpu_dist"):
     """Runs ``fn(rank, world_size, *args)`` on ``world_size`` threads, rank r on ``tpu:r`` in a
     ``backend`` process group of its own; returns their results in rank order. A rank that raises
@@ -83,18 +94,19 @@ def run_in_threads(fn, world_size, args=(), timeout=60.0, backend="tpu_dist"):
             f"{torch.tpu.device_count()}. Fix: set TORCH_TPU_CPU_DEVICE_COUNT={world_size} before "
             "torch_tpu first uses the device."
         )
+    _resolve_compile_backend()
     store = dist.HashStore()
     results = [None] * world_size
     errors = [None] * world_size
     saved_world = c10d._world
     c10d._world = _ThreadWorlds()
     torch._C._distributed_c10d._set_thread_isolation_mode(True)
-    # Each rank's backward runs on its own thread (the device threads are per process).
-    autograd_threads = torch.autograd.set_multithreading_enabled(False)
-    autograd_threads.__enter__()
 
     def rank_main(rank):
         try:
+            # Each rank's backward runs on its own thread, not on the device's autograd thread
+            # (the setting is per thread): a rank's work then comes from one thread, in order.
+            torch.autograd.set_multithreading_enabled(False).__enter__()
             torch.tpu.set_device(rank)
             dist.init_process_group(
                 backend, rank=rank, world_size=world_size, store=store,
@@ -122,7 +134,6 @@ def run_in_threads(fn, world_size, args=(), timeout=60.0, backend="tpu_dist"):
         if alive:
             raise TimeoutError(f"run_in_threads: rank(s) {alive} did not finish within {timeout} s")
     finally:
-        autograd_threads.__exit__(None, None, None)
         torch._C._distributed_c10d._set_thread_isolation_mode(False)
         c10d._world = saved_world
     failed = [(r, e) for r, e in enumerate(errors) if e is not None]

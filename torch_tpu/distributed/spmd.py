@@ -3,21 +3,25 @@ rank (the same device ops and collectives, in the same order, with the same shap
 
 Used as ``@spmd_safe`` or ``with spmd_safe():``. The region's inputs and outputs are
 materialised at its edges without waiting (recorded Fused Eager work is launched, so nothing from
-outside fuses with the region's graphs), and ``in_spmd_safe_region()`` tells the runtime that the
-promise holds inside it. Today collectives still run as their own programs between the region's
-graphs - the behaviour outside the region, always safe; recording them into the surrounding
-Fused Eager graphs (one program per rank with StableHLO collectives) is the distributed round-2
-work that builds on this marker. Under ``torch.compile`` the decorated function's FX nodes are
-annotated ``spmd_safe`` (custom metadata) where this PyTorch supports annotations.
+outside fuses with the region's graphs). Inside it, in Fused Eager on the device transport, the
+collectives whose work is the same on every rank (all_reduce, all_gather, reduce_scatter, an even
+all_to_all) are recorded into the surrounding graph: the rank's graph runs as one program with
+StableHLO collectives, and before launching it the ranks compare its fingerprint, so a rank that
+broke the promise gets a clear error instead of a hang. Outside the region (and in Strict Eager)
+each collective ends the graph and runs as a program of its own, as always; on the host transport
+the region runs that way too, with a one-time note. Under ``torch.compile`` the decorated
+function's FX nodes are annotated ``spmd_safe`` (custom metadata) where this PyTorch supports
+annotations; compiled graphs record their collectives in any case (dynamo/graph_runner.py).
 """
 
 import contextlib
 import functools
 import threading
+import warnings
 
 import torch
 
-from .. import execution_mode
+from .. import _C, execution_mode
 
 _state = threading.local()
 METADATA_KEY = "spmd_safe"
@@ -36,12 +40,38 @@ def _region():
             yield
         return
     execution_mode.flush()  # launched, not awaited: nothing before the region fuses into it
+    _note_host_transport()
     _state.depth = getattr(_state, "depth", 0) + 1
+    _C._spmd_safe_region(1)
     try:
         yield
     finally:
+        _C._spmd_safe_region(-1)
         _state.depth -= 1
         execution_mode.flush()
+
+
+_noted_host = False
+
+
+def _note_host_transport():
+    """One note per process when the default group's collectives go over the host."""
+    global _noted_host
+    if _noted_host:
+        return
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    try:
+        transport = _C._dist_transport(dist.distributed_c10d._get_default_group()._get_backend(torch.device("tpu")))
+    except RuntimeError:
+        return
+    if transport == "host":
+        _noted_host = True
+        warnings.warn("torch.tpu.distributed.spmd_safe: the process group uses the host transport, whose "
+                      "collectives run on the CPU between programs; the region runs as outside it, cut at "
+                      "each collective (collectives inside programs need the device transport).", stacklevel=4)
 
 
 def spmd_safe(func=None):

@@ -7,6 +7,12 @@ recorded graph becomes one StableHLO module, compiled through the shared executa
 the same layout - no Python, no per-op dispatch - with mutated inputs' buffers donated to their
 new values.
 
+A graph with collectives (``_c10d_functional`` ops from DTensor, ``funcol``, FSDP2 or TP modules)
+records them into its program on tpu_dist's device transport: the rank's program holds StableHLO
+collectives and replays like any other, each rank launching its part (csrc/distributed/
+device_backend.h). On the host transport each collective still ends the recording, so such a
+graph is recorded again per call and gives the eager result.
+
 A call under other compilation settings (``torch.tpu.precision``,
 ``torch.tpu.compiler.custom_compiler_options``) captures a program of its own.
 
@@ -27,7 +33,7 @@ import warnings
 import torch
 
 from .. import _C
-from ..execution_mode import EagerMode, mode
+from ..captured import device_of
 from . import asserts, buckets
 
 _DEFAULT_SHAPE_LIMIT = 8
@@ -102,6 +108,10 @@ class CompiledFxGraph:
         # Random ops (CPU ones included, which the recorder does not see) draw new numbers on
         # every call: such graphs are recorded again per call, never replayed as captured.
         self.rerecord_reason = "the graph draws random numbers" if _draws_random_numbers(gm) else None
+        # Collectives are recorded into the graph's program (on the device transport); every rank
+        # must then run the same program text, so nothing rank-specific (a view offset, a scalar) is
+        # baked into it.
+        self.has_collectives = _has_collectives(gm)
         self.warned = set()
         # Every input a tensor (no SymInt): a replay passes the argument list on as it is.
         self.tensor_inputs_only = _tensor_inputs_only(gm)
@@ -196,17 +206,18 @@ class CompiledFxGraph:
         )
 
     def _capture(self, args, key, tensors, host):
-        with mode(EagerMode.FUSED):
-            # The first capture bakes offsets and scalars into the program (it is replayed only
-            # for the same layout); re-recordings keep them as arguments so one program serves.
-            _C._capture_begin(self.rerecord_reason is None)
-            try:
-                outs = list(self.gm(*args))
-            except BaseException:
-                _C._capture_end([], [])
-                raise
-            out_tensors = [o for o in outs if isinstance(o, torch.Tensor) and o.device.type != "cpu"]
-            graph = _C._capture_end(tensors, out_tensors)
+        # _capture_begin makes this thread record its ops (Fused) whatever the process's mode, until
+        # _capture_end: per thread, so ranks that run as threads capture side by side.
+        # The first capture bakes offsets and scalars into the program (it is replayed only
+        # for the same layout); re-recordings keep them as arguments so one program serves.
+        _C._capture_begin(self.rerecord_reason is None and not self.has_collectives, device_of(tensors))
+        try:
+            outs = list(self.gm(*args))
+        except BaseException:
+            _C._capture_end([], [])
+            raise
+        out_tensors = [o for o in outs if isinstance(o, torch.Tensor) and o.device.type != "cpu"]
+        graph = _C._capture_end(tensors, out_tensors)
         if self.rerecord_reason is not None:
             stats["rerecorded_calls"] += 1
             return outs
@@ -241,6 +252,14 @@ def _tensor_inputs_only(gm) -> bool:
         if node.op == "placeholder" and not isinstance(node.meta.get("val"), torch.Tensor):
             return False
     return True
+
+
+_COLLECTIVE_NAMESPACES = ("_c10d_functional", "_c10d_functional_autograd", "c10d")
+
+
+def _has_collectives(gm) -> bool:
+    return any(node.op == "call_function" and getattr(node.target, "namespace", None) in _COLLECTIVE_NAMESPACES
+               for node in gm.graph.nodes)
 
 
 def _has_dynamic_sizes(gm) -> bool:

@@ -1,0 +1,282 @@
+"""Collectives inside programs (tpu_dist's device transport, ranks as threads of one process).
+
+Inside ``torch.tpu.distributed.spmd_safe`` in Fused Eager, and in graphs compiled by
+``torch.compile(backend="tpu")``, the collectives whose work is the same on every rank are
+recorded into the rank's program (one replicated program with StableHLO collectives) instead of
+ending it: every result equals the same collective run eagerly and the same math on the CPU, no
+collective runs as a program of its own, compiled graphs replay instead of being recorded again,
+and a rank that breaks the promise gets a clear error instead of a hang. Outside the region the
+graph is still cut at each collective."""
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from dist_harness import run_threads
+
+DTYPES = [torch.float32, torch.bfloat16, torch.int64]
+
+
+def _counts():
+    from torch_tpu import _C
+
+    return _C._dist_collective_counts(torch.tpu.current_device())  # this rank's device
+
+
+def _delta(before):
+    now = _counts()
+    return {k: now[k] - before[k] for k in now}
+
+
+def _inputs(rank, dtype):
+    g = torch.Generator().manual_seed(11 + rank)
+    if dtype.is_floating_point:
+        return torch.randn(6, 4, generator=g).to(dtype)
+    return torch.randint(-50, 50, (6, 4), generator=g, dtype=dtype)
+
+
+def _collectives(x, world_size):
+    """A chain of ops and the four shape-uniform collectives; returns every result."""
+    h = x * 2 + 1
+    dist.all_reduce(h)
+    gathered = torch.empty((world_size * h.shape[0], h.shape[1]), dtype=h.dtype, device=h.device)
+    dist.all_gather_into_tensor(gathered, h - 1)
+    scattered = torch.empty((gathered.shape[0] // world_size, h.shape[1]), dtype=h.dtype, device=h.device)
+    dist.reduce_scatter_tensor(scattered, gathered * 3)
+    exchanged = torch.empty_like(gathered)
+    dist.all_to_all_single(exchanged, gathered + scattered.repeat(world_size, 1))
+    return [h, gathered, scattered, exchanged * 2]
+
+
+def _fused(fn, *args, timeout=120):
+    """run_threads in Fused Eager (the mode is the process's: set once, around all ranks)."""
+    import torch_tpu
+
+    with torch_tpu.execution_mode.mode("fused"):
+        return run_threads(fn, args=args, timeout=timeout)
+
+
+def _in_region_and_eager(rank, world_size, dtype):
+    from torch.tpu.distributed import spmd_safe
+
+    x = _inputs(rank, dtype).to("tpu")
+    eager = [t.cpu() for t in _collectives(x, world_size)]  # outside the region: cut, as always
+    before = _counts()
+    stats0 = torch.tpu.compilation_cache_stats()
+    with spmd_safe():
+        fused = _collectives(x, world_size)
+    fused = [t.cpu() for t in fused]
+    stats1 = torch.tpu.compilation_cache_stats()
+    counts = _delta(before)
+    in_graphs = stats1["graphs_with_collectives"] - stats0["graphs_with_collectives"]
+    return eager, fused, counts, in_graphs
+
+
+def _cpu_reference(world_size, dtype):
+    xs = [_inputs(r, dtype) for r in range(world_size)]
+    h = sum(x * 2 + 1 for x in xs)
+    gathered = torch.cat([h - 1] * world_size)
+    scattered = (gathered * 3 * world_size).chunk(world_size)
+    sent = [gathered + scattered[r].repeat(world_size, 1) for r in range(world_size)]
+    exchanged = [torch.cat([sent[src].chunk(world_size)[r] for src in range(world_size)]) for r in range(world_size)]
+    return [[h, gathered, scattered[r], exchanged[r] * 2] for r in range(world_size)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_collectives_inside_an_spmd_safe_region_equal_eager_and_cpu(dtype):
+    results = _fused(_in_region_and_eager, dtype, timeout=180)
+    want = _cpu_reference(2, dtype)
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {}
+    for rank, (eager, fused, counts, in_graphs) in enumerate(results):
+        for i, (e, f, w) in enumerate(zip(eager, fused, want[rank])):
+            assert f.dtype == dtype and f.shape == w.shape
+            # (bfloat16: XLA may keep a fused chain's intermediates unrounded, as eager Fused does)
+            torch.testing.assert_close(f, e, **tol, msg=lambda m: f"rank {rank} result {i} (fused vs eager): {m}")
+            torch.testing.assert_close(f, w, **tol, msg=lambda m: f"rank {rank} result {i} (vs cpu): {m}")
+        # Every collective joined the rank's program: none ran as a program of its own.
+        assert counts == {"launched": 0, "recorded": 4}, counts
+        assert in_graphs >= 1
+
+
+def _outside_the_region(rank, world_size):
+    x = _inputs(rank, torch.float32).to("tpu")
+    before = _counts()
+    out = [t.cpu() for t in _collectives(x, world_size)]
+    return out, _delta(before)
+
+
+def test_outside_the_region_each_collective_still_ends_the_graph():
+    want = _cpu_reference(2, torch.float32)
+    for rank, (out, counts) in enumerate(_fused(_outside_the_region)):
+        assert counts == {"launched": 4, "recorded": 0}, counts
+        for got, w in zip(out, want[rank]):
+            torch.testing.assert_close(got, w)
+
+
+def _steps_in_region(rank, world_size):
+    from torch.tpu.distributed import spmd_safe
+
+    g = torch.Generator().manual_seed(7)
+    w = torch.randn(8, 8, generator=g).to("tpu")
+    outs, compiles = [], []
+    for _ in range(5):
+        x = torch.randn(4, 8, generator=g).to("tpu")
+        with spmd_safe():
+            h = torch.tanh(x @ w) * (rank + 1)
+            dist.all_reduce(h)
+            y = (h * h).sum(dim=1)
+        outs.append(y.cpu())
+        compiles.append(torch.tpu.compilation_cache_stats()["fused_graph_compiles"])
+    return outs, compiles
+
+
+def test_an_spmd_safe_training_loop_replays_its_programs():
+    g = torch.Generator().manual_seed(7)
+    w = torch.randn(8, 8, generator=g)
+    expected = []
+    for _ in range(5):
+        x = torch.randn(4, 8, generator=g)
+        h = sum(torch.tanh(x @ w) * (r + 1) for r in range(2))
+        expected.append((h * h).sum(dim=1))
+    for rank, (outs, compiles) in enumerate(_fused(_steps_in_region)):
+        for got, want in zip(outs, expected):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        assert compiles[2:] == [compiles[2]] * 3, compiles  # nothing compiles after the first steps
+
+
+def _broken_promise(rank, world_size):
+    from torch.tpu.distributed import spmd_safe
+
+    x = torch.ones(4, 4).to("tpu")
+    with spmd_safe():
+        y = x * 2
+        if rank == 1:
+            y = y + 1  # rank 1 alone: the ranks' programs differ
+        dist.all_reduce(y)
+    return y.cpu()
+
+
+def test_a_broken_promise_is_a_clear_error_not_a_hang():
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="different programs with collectives"):
+        _fused(_broken_promise, timeout=60)
+    assert time.monotonic() - start < 30
+
+
+def _compile_threads(fn, *args, timeout=180):
+    """run_threads for ranks that compile (Dynamo loaded first: run_in_threads then resolves the
+    backend's name before the ranks race to register it)."""
+    import torch._dynamo  # noqa: F401
+
+    return run_threads(fn, args=args, timeout=timeout)
+
+
+def _compiled_function(rank, world_size):
+    from torch_tpu.dynamo import graph_runner
+
+    def fn(x, w):
+        y = torch.tanh(x @ w)
+        dist.all_reduce(y)
+        return y * 2 + 1
+
+    compiled = torch.compile(fn, backend="tpu")
+    w = (torch.ones(8, 8) * (rank + 1) / 10).to("tpu")
+    results, counts = [], []
+    for i in range(4):
+        x = (torch.arange(32, dtype=torch.float32).reshape(4, 8) / 50 + i).to("tpu")
+        before = _counts()
+        got = compiled(x, w)
+        counts.append(_delta(before))
+        results.append((got.cpu(), fn(x, w).cpu()))
+    return results, counts, dict(graph_runner.stats)
+
+
+def test_a_compiled_function_holds_its_collective_and_replays():
+    from torch_tpu.dynamo import graph_runner
+
+    graph_runner.reset_stats()
+    results = _compile_threads(_compiled_function)
+    for rank, (pairs, counts, _) in enumerate(results):
+        for i, (compiled, eager) in enumerate(pairs):
+            x = torch.arange(32, dtype=torch.float32).reshape(4, 8) / 50 + i
+            want = sum(torch.tanh(x @ (torch.ones(8, 8) * (r + 1) / 10)) for r in range(2)) * 2 + 1
+            torch.testing.assert_close(compiled, eager)
+            torch.testing.assert_close(compiled, want, msg=lambda m: f"rank {rank} call {i}: {m}")
+        assert counts[0] == {"launched": 0, "recorded": 1}, counts  # the capture records it
+        assert counts[1:] == [{"launched": 0, "recorded": 0}] * 3, counts  # replays: in the program
+    stats = results[0][2]
+    assert stats["rerecorded_calls"] == 0 and stats["replays"] >= 6, stats
+
+
+def test_a_new_process_group_recompiles_instead_of_using_the_destroyed_one():
+    # Dynamo keeps the compiled graph of `fn`'s code across runs; its program was compiled for the
+    # first run's group, which destroy_process_group closed: the second run captures again.
+    for _ in range(2):
+        for rank, (pairs, counts, _) in enumerate(_compile_threads(_compiled_function)):
+            for compiled, eager in pairs:
+                torch.testing.assert_close(compiled, eager)
+            assert all(c["launched"] == 0 for c in counts), counts
+
+
+def _tensor_parallel_mlp(rank, world_size, state, batches):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    model = _Mlp()
+    model.load_state_dict(state)
+    model.to("tpu")
+    parallelize_module(model, init_device_mesh("tpu", (world_size,)), {"up": ColwiseParallel(),
+                                                                       "down": RowwiseParallel()})
+    compiled = torch.compile(model, backend="tpu")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)  # DTensor and plain parameters
+    losses, counts = [], []
+    for x in batches:
+        before = _counts()
+        loss = (compiled(x.to("tpu")) ** 2).mean()
+        loss.backward()
+        counts.append(_delta(before))
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    full = {k: (v.full_tensor() if hasattr(v, "full_tensor") else v).cpu() for k, v in model.state_dict().items()}
+    return losses, counts, full
+
+
+class _Mlp(torch.nn.Module):
+    """A replicated input layer, then the tensor-parallel pair: the backward all-reduces the
+    input layer's gradient."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp = torch.nn.Linear(16, 16)
+        self.up = torch.nn.Linear(16, 32)
+        self.down = torch.nn.Linear(32, 16)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(torch.tanh(self.inp(x)))))
+
+
+def test_compiled_tensor_parallel_mlp_trains_with_no_eager_collective():
+    torch.manual_seed(0)
+    model = _Mlp()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    batches = [torch.randn(4, 16) for _ in range(4)]
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_losses = []
+    for x in batches:
+        loss = (model(x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        ref_losses.append(loss.item())
+    for rank, (losses, counts, final) in enumerate(_compile_threads(_tensor_parallel_mlp, state, batches,
+                                                                      timeout=240)):
+        assert losses == pytest.approx(ref_losses, rel=1e-4, abs=1e-6)
+        for name, value in model.state_dict().items():
+            torch.testing.assert_close(final[name], value, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+        # Forward and backward run as their compiled programs: their collectives (the row-wise
+        # layer's all_reduce, the column-wise layer's input gradient's) are inside them, none eager.
+        assert all(c["launched"] == 0 for c in counts), counts
+        assert counts[0]["recorded"] == 2 and all(c["recorded"] == 0 for c in counts[1:]), counts

@@ -6,7 +6,10 @@ recorded into the rank's program (one replicated program with StableHLO collecti
 ending it: every result equals the same collective run eagerly and the same math on the CPU, no
 collective runs as a program of its own, compiled graphs replay instead of being recorded again,
 and a rank that breaks the promise gets a clear error instead of a hang. Outside the region the
-graph is still cut at each collective."""
+graph is still cut at each collective. The cases the issue names: a compiled tensor-parallel MLP
+(forward and backward with 0 eager collectives), a DTensor op chain, FSDP2 with per-block compile
+(whose collectives stay in FSDP's hooks, between the compiled blocks) and spmd_safe inside
+compiled code."""
 
 import pytest
 import torch
@@ -280,3 +283,128 @@ def test_compiled_tensor_parallel_mlp_trains_with_no_eager_collective():
         # layer's all_reduce, the column-wise layer's input gradient's) are inside them, none eager.
         assert all(c["launched"] == 0 for c in counts), counts
         assert counts[0]["recorded"] == 2 and all(c["recorded"] == 0 for c in counts[1:]), counts
+
+
+def _dtensor_chain(rank, world_size):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("tpu", (world_size,))
+
+    def chain(d):
+        r = d.redistribute(mesh, [Replicate()])  # an all_gather inside the compiled graph
+        s = torch.tanh(r * 0.1) @ r.T
+        return s.redistribute(mesh, [Shard(1)]).to_local()
+
+    compiled = torch.compile(chain, backend="tpu")
+    out = []
+    for i in range(3):
+        d = distribute_tensor((_FULL + i).to("tpu"), mesh, [Shard(0)])
+        before = _counts()
+        got = compiled(d)
+        out.append((got.cpu(), _delta(before)))
+    return out
+
+
+_FULL = torch.arange(6 * 4, dtype=torch.float32).reshape(6, 4)
+
+
+def test_a_compiled_dtensor_chain_holds_its_redistribution():
+    for rank, calls in enumerate(_compile_threads(_dtensor_chain)):
+        for i, (got, counts) in enumerate(calls):
+            r = _FULL + i
+            want = (torch.tanh(r * 0.1) @ r.T)[:, rank * 3:(rank + 1) * 3]
+            torch.testing.assert_close(got, want, msg=lambda m: f"rank {rank} call {i}: {m}")
+            assert counts == {"launched": 0, "recorded": 1 if i == 0 else 0}, (i, counts)
+
+
+class _Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(16, 32)
+        self.b = torch.nn.Linear(32, 16)
+
+    def forward(self, x):
+        return x + self.b(torch.relu(self.a(x)))
+
+
+class _Blocks(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([_Block(), _Block()])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def _fsdp_per_block_compile(rank, world_size, state, batches):
+    from torch.distributed.fsdp import fully_shard
+
+    model = _Blocks()
+    model.load_state_dict(state)
+    model.to("tpu")
+    for block in model.blocks:
+        fully_shard(block)
+        block.compile(backend="tpu")
+    fully_shard(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for x in batches:
+        loss = (model(x.chunk(world_size)[rank].to("tpu")) ** 2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return losses
+
+
+def test_fsdp2_with_per_block_compile_equals_one_process():
+    # FSDP2's all-gathers and reduce-scatters run in its hooks, between the compiled blocks (as
+    # eager collectives); the blocks' compute replays as compiled programs.
+    torch.manual_seed(0)
+    model = _Blocks()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    batches = [torch.randn(8, 16) for _ in range(4)]
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref = []
+    for x in batches:
+        loss = (model(x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        ref.append(loss.item())
+    per_rank = _compile_threads(_fsdp_per_block_compile, state, batches)
+    for step, want in enumerate(ref):
+        # Each rank's loss is the mean over its half of the batch.
+        assert sum(losses[step] for losses in per_rank) / 2 == pytest.approx(want, rel=1e-4, abs=1e-6)
+
+
+def _spmd_safe_inside_compile(rank, world_size):
+    from torch.tpu.distributed import spmd_safe
+
+    @spmd_safe
+    def reduce(y):
+        dist.all_reduce(y)
+        return y
+
+    def fn(x):
+        return reduce(x * 2) + 1
+
+    compiled = torch.compile(fn, backend="tpu")
+    out = []
+    for i in range(3):
+        x = (torch.arange(6, dtype=torch.float32) + rank + i).to("tpu")
+        before = _counts()
+        got = compiled(x)
+        out.append((got.cpu(), _delta(before)))
+    return out
+
+
+def test_spmd_safe_inside_compiled_code():
+    for rank, calls in enumerate(_compile_threads(_spmd_safe_inside_compile)):
+        for i, (got, counts) in enumerate(calls):
+            base = torch.arange(6, dtype=torch.float32) + i
+            torch.testing.assert_close(got, 2 * base + 2 * (base + 1) + 1)
+            assert counts["launched"] == 0, counts

@@ -156,6 +156,33 @@ def test_layout_follows_physical_coordinates():
     assert layout_from_devices((4,), devices).tolist() == [1, 0, 3, 2]
 
 
+def test_layout_of_a_2x2x1_slice_with_two_cores_per_chip():
+    # 8 ranks: chips at (z, y, x) with z = 0, two cores each; ranks handed out in a scrambled order
+    spec = [(c, k) for c in [(0, 1, 1), (0, 0, 0), (0, 1, 0), (0, 0, 1)] for k in (1, 0)]
+    devices = _devices([(None, c, k, 100 + r) for r, (c, k) in enumerate(spec)])
+    layout = layout_from_devices((4, 2), devices)
+    for (row, col), rank in zip([(i, j) for i in range(4) for j in range(2)], layout.reshape(-1).tolist()):
+        c, k = spec[rank]
+        # rows walk the chips in (y, x) order; the innermost axis joins the two cores of one chip
+        assert (c[1] * 2 + c[2], k) == (row, col)
+
+
+def test_layout_of_a_4x4x4_slice():
+    g = torch.Generator().manual_seed(3)
+    order = torch.randperm(64, generator=g).tolist()  # rank r sits on the chip numbered order[r]
+    coords = [(n // 16, (n // 4) % 4, n % 4) for n in order]
+    devices = _devices([(None, c, 0, r) for r, c in enumerate(coords)])
+    cube = layout_from_devices((4, 4, 4), devices)
+    for i in range(4):
+        for j in range(4):
+            for k in range(4):
+                assert coords[cube[i, j, k]] == (i, j, k)
+    # A 16 x 4 mesh: its inner axis is a line of 4 physical neighbours.
+    flat = layout_from_devices((16, 4), devices)
+    for a in range(16):
+        assert [coords[r] for r in flat[a].tolist()] == [(a // 4, a % 4, k) for k in range(4)]
+
+
 def test_layout_splits_one_axis_across_slices():
     # 8 ranks in 2 slices (ranks 0-3 in slice 1, 4-7 in slice 0), 4 devices each.
     spec = [(1, (), 0, 100 + r) for r in range(4)] + [(0, (), 0, r) for r in range(4)]

@@ -39,7 +39,7 @@ def _inputs(rank, dtype):
 
 
 def _collectives(x, world_size):
-    """A chain of ops and the four shape-uniform collectives; returns every result."""
+    """A chain of ops and the five collectives recorded into programs; returns every result."""
     h = x * 2 + 1
     dist.all_reduce(h)
     gathered = torch.empty((world_size * h.shape[0], h.shape[1]), dtype=h.dtype, device=h.device)
@@ -48,7 +48,9 @@ def _collectives(x, world_size):
     dist.reduce_scatter_tensor(scattered, gathered * 3)
     exchanged = torch.empty_like(gathered)
     dist.all_to_all_single(exchanged, gathered + scattered.repeat(world_size, 1))
-    return [h, gathered, scattered, exchanged * 2]
+    sent = x - 3 * dist.get_rank()
+    dist.broadcast(sent, src=1)
+    return [h, gathered, scattered, exchanged * 2, sent]
 
 
 def _fused(fn, *args, timeout=120):
@@ -82,7 +84,7 @@ def _cpu_reference(world_size, dtype):
     scattered = (gathered * 3 * world_size).chunk(world_size)
     sent = [gathered + scattered[r].repeat(world_size, 1) for r in range(world_size)]
     exchanged = [torch.cat([sent[src].chunk(world_size)[r] for src in range(world_size)]) for r in range(world_size)]
-    return [[h, gathered, scattered[r], exchanged[r] * 2] for r in range(world_size)]
+    return [[h, gathered, scattered[r], exchanged[r] * 2, xs[1] - 3] for r in range(world_size)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -97,7 +99,7 @@ def test_collectives_inside_an_spmd_safe_region_equal_eager_and_cpu(dtype):
             torch.testing.assert_close(f, e, **tol, msg=lambda m: f"rank {rank} result {i} (fused vs eager): {m}")
             torch.testing.assert_close(f, w, **tol, msg=lambda m: f"rank {rank} result {i} (vs cpu): {m}")
         # Every collective joined the rank's program: none ran as a program of its own.
-        assert counts == {"launched": 0, "recorded": 4}, counts
+        assert counts == {"launched": 0, "recorded": 5}, counts
         assert in_graphs >= 1
 
 
@@ -111,7 +113,7 @@ def _outside_the_region(rank, world_size):
 def test_outside_the_region_each_collective_still_ends_the_graph():
     want = _cpu_reference(2, torch.float32)
     for rank, (out, counts) in enumerate(_fused(_outside_the_region)):
-        assert counts == {"launched": 4, "recorded": 0}, counts
+        assert counts == {"launched": 5, "recorded": 0}, counts
         for got, w in zip(out, want[rank]):
             torch.testing.assert_close(got, w)
 

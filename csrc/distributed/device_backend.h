@@ -14,12 +14,12 @@
 //
 // Where every rank has promised the same op stream - inside torch.tpu.distributed.spmd_safe in
 // Fused Eager, or while torch.compile captures a graph - a collective whose work is the same on
-// every rank (all_reduce, all_gather, reduce_scatter, an even all_to_all) is not launched: it is
-// recorded into the device's deferred graph (exec/fused_graphs.h), which then runs as one
-// replicated program with StableHLO collectives, launched through the group with one pair of
-// meets comparing the program's fingerprint. Collectives whose work differs per rank (a root's
-// data: broadcast, reduce, gather, scatter; uneven all_to_all; send/recv) always run as their
-// own programs.
+// every rank (all_reduce, all_gather, reduce_scatter, broadcast, an even all_to_all) is not
+// launched: it is recorded into the device's deferred graph (exec/fused_graphs.h), which then runs
+// as one replicated program with StableHLO collectives, launched through the group with one pair
+// of meets comparing the program's fingerprint. Collectives whose work differs per rank (a root's
+// result: reduce, gather, scatter; uneven all_to_all; send/recv) always run as their own
+// programs.
 #pragma once
 
 #include <atomic>

@@ -94,14 +94,16 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::broadcast(std::vector<at::Tensor>&
   const int root = check_root(opts.rootRank, what);
   return collective(*group_, what, c10d::OpType::BROADCAST,
                     "broadcast from " + std::to_string(root) + " " + list(tensors), tensors, [&] {
+    // Every rank passes its tensor; the program keeps only the root's (lowering/collectives.cc).
     std::vector<at::Tensor> in;
-    for (const auto& t : tensors) in.push_back(getRank() == root ? dense(t) : at::zeros_like(t, at::MemoryFormat::Contiguous));
+    for (const auto& t : tensors) in.push_back(dense(t));
     group_->round = kMeetsPerCollective * seq_++;
-    run_program_in_place(*group_, "broadcast_bits", "c10d::broadcast_", in, getSize(), nullptr);
+    run_program_in_place(*group_, "broadcast_bits", "c10d::broadcast_", in, getSize(),
+                         [&](aten::OpRunner& r) { r.attrs().set_int("root", root); });
     for (size_t i = 0; i < tensors.size(); ++i) {
       if (!in[i].is_same(tensors[i])) tensors[i].copy_(in[i]);
     }
-  });
+  }, /*same_on_every_rank=*/true);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceBackend::reduce(std::vector<at::Tensor>& tensors,

@@ -11,6 +11,7 @@
 // [source, target] replica pairs of collective_permute).
 #include "lowering/collectives.h"
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -205,12 +206,21 @@ std::vector<Value> lower_collective_permute(Context& ctx, const std::vector<Valu
   return {b.emit("stablehlo.collective_permute", {in[0]}, b.type(in[0]), text)};
 }
 
-// broadcast_bits: every rank but the root passes zeros; summing the raw bits as integers across
-// the group (zeros added to a pattern leave it as it is) gives every rank the root's exact bits
-// (NaN payloads and -0.0 included), for plugins without a collective_broadcast (XLA:CPU has none).
+// broadcast_bits: every rank but the root contributes zeros; summing the raw bits as integers
+// across the group (zeros added to a pattern leave it as it is) gives every rank the root's exact
+// bits (NaN payloads and -0.0 included), for plugins without a collective_broadcast (XLA:CPU has
+// none). With a "root" attribute every rank passes its own data and the program zeroes it on the
+// other replicas (stablehlo.replica_id): the same program, and the same ops around it, on every
+// rank - which a collective recorded into a larger program needs.
 std::vector<Value> lower_broadcast_bits(Context& ctx, const std::vector<Value>& in) {
   Builder& b = ctx.b;
   const int64_t n = ctx.attrs.get_int("group_size");
+  const int64_t root = ctx.attrs.get_int("root", -1);
+  std::optional<Value> is_root;
+  if (root >= 0) {
+    const Value id = b.emit("stablehlo.replica_id", {}, TensorType{ElementType::kU32, {}});
+    is_root = b.compare(id, b.constant_int(ElementType::kU32, root), Compare::kEQ);
+  }
   std::vector<Value> out;
   for (Value v : in) {
     const TensorType t = b.type(v);
@@ -223,6 +233,7 @@ std::vector<Value> lower_broadcast_bits(Context& ctx, const std::vector<Value>& 
     }
     const TensorType bt{bits, t.dims};
     Value raw = t.dtype == ElementType::kBool ? b.convert(v, bits) : b.bitcast_convert(v, bt);
+    if (is_root) raw = b.select(b.broadcast_to(*is_root, bt.dims), raw, b.full(bt, 0));
     Value r = b.emit("stablehlo.all_reduce", {raw}, bt, replica_groups(n),
                      combine_region(b, CollectiveCombine::kSum, bits));
     out.push_back(t.dtype == ElementType::kBool ? b.convert(r, ElementType::kBool)

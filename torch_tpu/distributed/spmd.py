@@ -4,10 +4,10 @@ rank (the same device ops and collectives, in the same order, with the same shap
 Used as ``@spmd_safe`` or ``with spmd_safe():``. The region's inputs and outputs are
 materialised at its edges without waiting (recorded Fused Eager work is launched, so nothing from
 outside fuses with the region's graphs). Inside it, in Fused Eager on the device transport, the
-collectives whose work is the same on every rank (all_reduce, all_gather, reduce_scatter, an even
-all_to_all) are recorded into the surrounding graph: the rank's graph runs as one program with
-StableHLO collectives, and before launching it the ranks compare its fingerprint, so a rank that
-broke the promise gets a clear error instead of a hang. Outside the region (and in Strict Eager)
+collectives whose work is the same on every rank (all_reduce, all_gather, reduce_scatter,
+broadcast, an even all_to_all) are recorded into the surrounding graph: the rank's graph runs as
+one program with StableHLO collectives, and before launching it the ranks compare its
+fingerprint, so a rank that broke the promise gets a clear error instead of a hang. Outside the region (and in Strict Eager)
 each collective ends the graph and runs as a program of its own, as always; on the host transport
 the region runs that way too, with a one-time note. Under ``torch.compile`` the decorated
 function's FX nodes are annotated ``spmd_safe`` (custom metadata) where this PyTorch supports

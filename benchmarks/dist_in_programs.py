@@ -32,9 +32,7 @@ def _rank(rank, world_size, args, out):
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-
-    from models.llama import Llama, LlamaConfig
+    from models.llama import Llama, LlamaConfig, parallelize_tensor
     from torch_tpu import _C
 
     torch.manual_seed(0)
@@ -50,14 +48,7 @@ def _rank(rank, world_size, args, out):
     models = {}
     for name in CONTENDERS:  # one model per contender
         model = (Llama if name == "in programs" else CutLlama)(cfg).to("tpu")
-        for block in model.layers:
-            parallelize_module(block, mesh, {
-                "attn.wq": ColwiseParallel(), "attn.wk": ColwiseParallel(), "attn.wv": ColwiseParallel(),
-                "attn.wo": RowwiseParallel(),
-                "mlp.w1": ColwiseParallel(), "mlp.w3": ColwiseParallel(), "mlp.w2": RowwiseParallel(),
-            })
-            block.attn.n_heads //= world_size
-            block.attn.n_kv_heads //= world_size
+        parallelize_tensor(model, mesh)
         opt = torch.optim.SGD(model.parameters(), lr=1e-3, foreach=False)
         models[name] = (torch.compile(model, backend="tpu"), opt)
     g = torch.Generator().manual_seed(1)

@@ -132,3 +132,19 @@ class Llama(nn.Module):
         cfg = cfg or LlamaConfig()
         tokens = torch.randint(0, cfg.vocab_size, (batch, seq + 1), generator=generator)
         return tokens[:, :-1], tokens[:, 1:]
+
+
+def parallelize_tensor(model, mesh):
+    """Tensor parallelism over ``mesh`` (1-D): attention and MLP split column-wise then row-wise on
+    every block, each rank computing its share of the heads."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    tp = mesh.size()
+    for block in model.layers:
+        parallelize_module(block, mesh, {
+            "attn.wq": ColwiseParallel(), "attn.wk": ColwiseParallel(), "attn.wv": ColwiseParallel(),
+            "attn.wo": RowwiseParallel(),
+            "mlp.w1": ColwiseParallel(), "mlp.w3": ColwiseParallel(), "mlp.w2": RowwiseParallel(),
+        })
+        block.attn.n_heads //= tp
+        block.attn.n_kv_heads //= tp

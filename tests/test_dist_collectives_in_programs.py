@@ -263,19 +263,26 @@ class _Mlp(torch.nn.Module):
         return self.down(torch.relu(self.up(torch.tanh(self.inp(x)))))
 
 
-def test_compiled_tensor_parallel_mlp_trains_with_no_eager_collective():
+def _one_process(model_class, batch):
+    """A model, its initial state, 4 batches, and its SGD losses on the CPU in one process (the
+    model ends trained)."""
     torch.manual_seed(0)
-    model = _Mlp()
+    model = model_class()
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    batches = [torch.randn(4, 16) for _ in range(4)]
+    batches = [torch.randn(batch, 16) for _ in range(4)]
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    ref_losses = []
+    losses = []
     for x in batches:
         loss = (model(x) ** 2).mean()
         loss.backward()
         opt.step()
         opt.zero_grad()
-        ref_losses.append(loss.item())
+        losses.append(loss.item())
+    return model, state, batches, losses
+
+
+def test_compiled_tensor_parallel_mlp_trains_with_no_eager_collective():
+    model, state, batches, ref_losses = _one_process(_Mlp, 4)
     for rank, (losses, counts, final) in enumerate(_compile_threads(_tensor_parallel_mlp, state, batches,
                                                                       timeout=240)):
         assert losses == pytest.approx(ref_losses, rel=1e-4, abs=1e-6)
@@ -365,18 +372,7 @@ def _fsdp_per_block_compile(rank, world_size, state, batches):
 def test_fsdp2_with_per_block_compile_equals_one_process():
     # FSDP2's all-gathers and reduce-scatters run in its hooks, between the compiled blocks (as
     # eager collectives); the blocks' compute replays as compiled programs.
-    torch.manual_seed(0)
-    model = _Blocks()
-    state = {k: v.clone() for k, v in model.state_dict().items()}
-    batches = [torch.randn(8, 16) for _ in range(4)]
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    ref = []
-    for x in batches:
-        loss = (model(x) ** 2).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        ref.append(loss.item())
+    _, state, batches, ref = _one_process(_Blocks, 8)
     per_rank = _compile_threads(_fsdp_per_block_compile, state, batches)
     for step, want in enumerate(ref):
         # Each rank's loss is the mean over its half of the batch.

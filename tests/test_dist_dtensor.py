@@ -56,18 +56,9 @@ def test_redistribute_gives_back_the_full_tensor():
 
 
 def _tensor_parallel(model, mesh):
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from models.llama import parallelize_tensor
 
-    tp = mesh.size()
-    for block in model.layers:
-        parallelize_module(block, mesh, {
-            "attn.wq": ColwiseParallel(), "attn.wk": ColwiseParallel(), "attn.wv": ColwiseParallel(),
-            "attn.wo": RowwiseParallel(),
-            "mlp.w1": ColwiseParallel(), "mlp.w3": ColwiseParallel(), "mlp.w2": RowwiseParallel(),
-        })
-        # Each rank computes its share of the heads.
-        block.attn.n_heads //= tp
-        block.attn.n_kv_heads //= tp
+    parallelize_tensor(model, mesh)
 
 
 def tensor_parallel_step(rank, world_size):

@@ -2,7 +2,7 @@
 (ColwiseParallel / RowwiseParallel on every block, torch.compile(backend="tpu"), SGD) on ranks
 that run as threads of one process, one XLA CPU device each (tpu_dist's device transport).
 
-    python benchmarks/dist_in_programs.py [--ranks 2] [--dim 128] [--rounds 7] [--steps 4]
+    python benchmarks/dist_in_programs.py [--ranks 2 4] [--dim 128] [--rounds 7] [--steps 4]
 
 Contenders, interleaved round by round in one run (same model, same data):
   * in programs - the compiled forward and backward hold their collectives (the default);
@@ -36,8 +36,9 @@ def _rank(rank, world_size, args, out):
     from torch_tpu import _C
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=256, dim=args.dim, n_layers=2, n_heads=4, n_kv_heads=2,
-                      hidden_dim=args.dim * 4, max_seq_len=64)
+    # Every rank holds at least one query and one key-value head.
+    cfg = LlamaConfig(vocab_size=256, dim=args.dim, n_layers=2, n_heads=max(4, world_size),
+                      n_kv_heads=max(2, world_size), hidden_dim=args.dim * 4, max_seq_len=64)
     mesh = init_device_mesh("tpu", (world_size,))
     class CutLlama(Llama):
         # A forward of its own: Dynamo keys compiled frames by code object, so the contenders never
@@ -93,14 +94,14 @@ def _rank(rank, world_size, args, out):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--no-write", action="store_true", help="print only (no results files)")
     args = parser.parse_args()
-    os.environ.setdefault("TORCH_TPU_CPU_DEVICE_COUNT", str(args.ranks))
+    os.environ.setdefault("TORCH_TPU_CPU_DEVICE_COUNT", str(max(args.ranks)))
 
     import torch  # noqa: F401
     import torch._dynamo  # noqa: F401  (resolved before the ranks start)
@@ -108,25 +109,27 @@ def main():
     import _results
     from torch_tpu.distributed import run_in_threads
 
-    out = [None] * args.ranks
-    run_in_threads(lambda r, w: _rank(r, w, args, out), args.ranks, timeout=1800)
-    rows = [["contender", "step (ms, median)", "vs eager cut", "eager collectives / rank / step",
+    rows = [["ranks", "contender", "step (ms, median)", "vs eager cut", "eager collectives / rank / step",
              "executions / step (all ranks)"]]
-    base = statistics.median(o["eager cut"]["step_s"] for o in out)
     summary = {}
-    for name in CONTENDERS:
-        step = statistics.median(o[name]["step_s"] for o in out)
-        summary[name] = {"step_s": step, "eager_collectives": out[0][name]["eager_collectives"],
-                         "executions": out[0][name]["executions"]}
-        rows.append([name, f"{step * 1e3:.1f}", f"{base / step:.2f}x", f"{out[0][name]['eager_collectives']:.0f}",
-                     f"{out[0][name]['executions']:.0f}"])
+    for ranks in args.ranks:
+        out = [None] * ranks
+        run_in_threads(lambda r, w: _rank(r, w, args, out), ranks, timeout=1800)
+        base = statistics.median(o["eager cut"]["step_s"] for o in out)
+        for name in CONTENDERS:
+            step = statistics.median(o[name]["step_s"] for o in out)
+            summary[f"{ranks}/{name}"] = {"step_s": step, "eager_collectives": out[0][name]["eager_collectives"],
+                                          "executions": out[0][name]["executions"]}
+            rows.append([ranks, name, f"{step * 1e3:.1f}", f"{base / step:.2f}x",
+                         f"{out[0][name]['eager_collectives']:.0f}", f"{out[0][name]['executions']:.0f}"])
     for row in rows:
         print(" | ".join(str(c) for c in row))
     if not args.no_write:
         _results.write("dist_in_programs", "Collectives inside programs: a compiled tensor-parallel Llama step",
                        {"args": vars(args), "results": summary}, rows,
-                       notes=[f"{args.ranks} ranks as threads, Llama dim {args.dim} (2 layers), batch {args.batch}, "
-                              "seq 32; ratio = eager-cut step time / step time (higher is faster)."])
+                       notes=[f"Ranks as threads (one XLA CPU device each, sharing {os.cpu_count()} cores), Llama "
+                              f"dim {args.dim} (2 layers), batch {args.batch}, seq 32; ratio = eager-cut step time / "
+                              "step time (higher is faster)."])
 
 
 if __name__ == "__main__":

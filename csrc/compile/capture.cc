@@ -11,6 +11,11 @@ void capture_begin(bool bake, int device) {
   exec::Executor::get().fused().begin_capture(device >= 0 ? device : device::current_device(), bake);
 }
 
+bool capture_holds_collectives() {
+  const int device = exec::FusedGraphs::capture_device();
+  return device >= 0 && exec::Executor::get().fused().of(device).holds_collectives();
+}
+
 CompiledGraph capture_end(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
   exec::FusedGraphs& graphs = exec::Executor::get().fused();
   const int device = exec::FusedGraphs::capture_device();

@@ -18,6 +18,8 @@ namespace tpu::compile {
 // Captures on `device` (-1: the calling thread's current device); the capture belongs to the
 // calling thread.
 void capture_begin(bool bake, int device = -1);
+// Whether the calling thread's capture has recorded a collective so far.
+bool capture_holds_collectives();
 CompiledGraph capture_end(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs);
 
 // A capture's program compiling on another thread (exec/background_compiles.h).

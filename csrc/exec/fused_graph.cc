@@ -82,6 +82,11 @@ void FusedGraph::count(int64_t FusedStats::*field) {
   ++(stats_.*field);
 }
 
+bool FusedGraph::holds_collectives() const {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return group_ != nullptr;
+}
+
 size_t FusedGraph::pending_ops() const { return pending_ops_.load(std::memory_order_relaxed); }
 
 FusedGraph::OpMark FusedGraph::mark_of(const OpCall& call) const {

@@ -109,6 +109,8 @@ class FusedGraph : public runtime::PendingWork {
 
   FusedStats stats() const;
   size_t pending_ops() const;
+  // The graph holds a collective (its flush launches through the group).
+  bool holds_collectives() const;
 
  private:
   struct Value {

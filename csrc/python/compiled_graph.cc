@@ -63,10 +63,13 @@ void bind_compiled_graph(py::module_& m) {
       .def_property_readonly("replayable", &compile::CompiledGraph::replayable)
       .def_property_readonly("reason", &compile::CompiledGraph::reason)
       .def("run", &run_graph, py::arg("tensors"));
-  // Both may run a graph with collectives, whose ranks' threads meet: without the GIL.
-  m.def("_capture_begin", &compile::capture_begin, py::arg("bake"), py::arg("device") = -1,
-        py::call_guard<py::gil_scoped_release>());
-  m.def("_capture_end", &compile::capture_end, py::call_guard<py::gil_scoped_release>());
+  m.def("_capture_begin", &compile::capture_begin, py::arg("bake"), py::arg("device") = -1);
+  // A capture holding collectives runs a program whose ranks' threads meet: without the GIL.
+  m.def("_capture_end", [](const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
+    if (!compile::capture_holds_collectives()) return compile::capture_end(inputs, outputs);
+    py::gil_scoped_release release;
+    return compile::capture_end(inputs, outputs);
+  });
   py::class_<compile::BackgroundProgram>(m, "_BackgroundProgram")
       .def_property_readonly("state", &compile::BackgroundProgram::state)
       .def("wait", &compile::BackgroundProgram::wait, py::call_guard<py::gil_scoped_release>());

@@ -74,7 +74,9 @@ FusedGraph::~FusedGraph() = default;
 
 FusedStats FusedGraph::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
-  return stats_;
+  FusedStats s = stats_;
+  s.ops_recorded += static_cast<int64_t>(pending_ops_.load(std::memory_order_relaxed));  // not yet counted
+  return s;
 }
 
 void FusedGraph::count(int64_t FusedStats::*field) {
@@ -219,8 +221,7 @@ std::vector<FreshOutput> FusedGraph::record(OpCall call, bool owned) {
     owner_.store(std::this_thread::get_id(), std::memory_order_release);
   }
   nodes_.push_back(std::move(node));
-  pending_ops_.store(nodes_.size(), std::memory_order_relaxed);
-  count(&FusedStats::ops_recorded);
+  pending_ops_.store(nodes_.size(), std::memory_order_relaxed);  // counted in ops_recorded at reset
   return fresh;
 }
 
@@ -335,8 +336,13 @@ void FusedGraph::reset_locked() {
   values_.clear();
   params_.clear();
   param_of_.clear();
+  {
+    // The graph's ops join ops_recorded once, here, instead of taking the stats lock per op.
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.ops_recorded += static_cast<int64_t>(nodes_.size());
+    pending_ops_.store(0, std::memory_order_relaxed);
+  }
   nodes_.clear();
-  pending_ops_.store(0, std::memory_order_relaxed);
   key_.clear();
   first_ = OpMark{};
   continuing_ = false;

@@ -211,6 +211,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_pending_ops", [] { return exec::Executor::get().fused().pending_ops(); });
   // torch.tpu.distributed.spmd_safe: +1 entering a region on this thread, -1 leaving it.
   m.def("_spmd_safe_region", [](int delta) { exec::FusedGraphs::spmd_safe_region(delta); });
+  m.def("_in_spmd_safe_region", [] { return exec::FusedGraphs::in_spmd_safe_region(); });
   m.def("_dist_cut_collectives", [](bool cut) { exec::FusedGraphs::set_cut_collectives(cut); });
   m.def("_clear_compilation_cache", [](bool disk) {
     exec::ProgramCache::get().clear(disk);

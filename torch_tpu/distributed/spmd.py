@@ -16,20 +16,18 @@ annotations; compiled graphs record their collectives in any case (dynamo/graph_
 
 import contextlib
 import functools
-import threading
 import warnings
 
 import torch
 
 from .. import _C, execution_mode
 
-_state = threading.local()
 METADATA_KEY = "spmd_safe"
 
 
 def in_spmd_safe_region() -> bool:
     """Whether this thread is inside an ``spmd_safe`` region."""
-    return getattr(_state, "depth", 0) > 0
+    return _C._in_spmd_safe_region()  # the runtime's own per-thread depth
 
 
 @contextlib.contextmanager
@@ -41,13 +39,11 @@ def _region():
         return
     execution_mode.flush()  # launched, not awaited: nothing before the region fuses into it
     _note_host_transport()
-    _state.depth = getattr(_state, "depth", 0) + 1
     _C._spmd_safe_region(1)
     try:
         yield
     finally:
         _C._spmd_safe_region(-1)
-        _state.depth -= 1
         execution_mode.flush()
 
 

@@ -5,9 +5,10 @@
 
 namespace tpu {
 
-bool env_flag(const char* name) {
+bool env_flag(const char* name, bool unset) {
   const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+  if (v == nullptr || *v == '\0') return unset;
+  return std::strcmp(v, "0") != 0;
 }
 
 }  // namespace tpu

@@ -10,6 +10,7 @@
 #include "aten/op_runner.h"
 #include "aten/tensor_access.h"
 #include "lowering/custom_kernel.h"
+#include "runtime/runtime.h"
 
 namespace py = pybind11;
 
@@ -72,6 +73,8 @@ void bind_custom_kernels(py::module_& m) {
   });
   m.def("_has_custom_kernel",
         [](const std::string& symbol) { return lowering::custom_kernel_label(symbol) != nullptr; });
+  // The host kernels the plugin runs as FFI custom calls (the CPU plugin; none elsewhere).
+  m.def("_host_kernels", [] { return runtime::Runtime::get().host_kernels(); });
   m.def("_run_custom_kernel", &run_custom_kernel, py::arg("symbol"), py::arg("inputs"), py::arg("out_shapes"),
         py::arg("out_dtypes"), py::arg("targets") = std::vector<std::optional<at::Tensor>>{});
 }

@@ -3,10 +3,12 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 
+#include "host_kernels/registry.h"
 #include "runtime/client_options.h"
 
 namespace tpu::runtime {
@@ -155,6 +157,15 @@ Runtime& Runtime::get() {
     for (size_t i = 0; i < rt->client_->devices().size(); ++i) {
       rt->trackers_.push_back(std::make_unique<WorkTracker>());
     }
+    if (kind == PluginKind::kXlaCpu) {
+      try {
+        rt->host_kernels_ = host_kernels::register_all(plugin->api(), "Host");
+      } catch (const std::exception& e) {
+        // The portable formulations still run; only the faster host kernels are missing.
+        std::fprintf(stderr, "torch_tpu: warning: the host kernels were not registered with the CPU plugin (%s); "
+                     "using the portable formulations\n", e.what());
+      }
+    }
     rt->identity_ = rt->client_->platform_name() + " " + rt->client_->platform_version() +
                     " (PJRT " + plugin->api_version_string() + ")";
     g_runtime = rt;
@@ -171,6 +182,13 @@ int Runtime::device_count_or_zero() noexcept {
   } catch (...) {
     return 0;
   }
+}
+
+bool Runtime::has_host_kernel(const std::string& name) const {
+  for (const std::string& k : host_kernels_) {
+    if (k == name) return true;
+  }
+  return false;
 }
 
 bool Runtime::created() noexcept { return g_runtime != nullptr; }

@@ -52,12 +52,17 @@ class Runtime {
   WorkTracker& tracker(int device);
   // A short identity of the plugin for cache keys and messages: "<platform> <version> (PJRT x.y)".
   const std::string& identity() const { return identity_; }
+  // Whether the host kernel `name` (host_kernels/registry.h) is registered with the plugin: the
+  // lowerings that have one use it on the CPU plugin.
+  bool has_host_kernel(const std::string& name) const;
+  const std::vector<std::string>& host_kernels() const { return host_kernels_; }
 
  private:
   Runtime() = default;
   std::unique_ptr<pjrt::Client> client_;
   std::vector<std::unique_ptr<WorkTracker>> trackers_;
   std::string identity_;
+  std::vector<std::string> host_kernels_;
 };
 
 // Validates a device index against the runtime, with a message naming the valid range.

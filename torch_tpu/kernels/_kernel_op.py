@@ -103,6 +103,12 @@ class KernelOp:
 
     def out_types(self, spec, tensors):
         key = (spec, signature(tensors))
+        if any(isinstance(d, torch.SymInt) for shape, _ in key[1] for d in shape):
+            # Tracing with dynamic shapes (torch.compile's fake tensors): symbolic sizes do not
+            # hash, and a symbolic signature is not worth caching.
+            types = self.source.out_types(spec, key[1])
+            self._check_aliases(key[1], types)
+            return types
         types = self._types.get(key)
         if types is None:
             types = self.source.out_types(spec, key[1])

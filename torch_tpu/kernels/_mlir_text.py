@@ -13,6 +13,22 @@ _RESULT_INFO = re.compile(r"\s*\{jax\.result_info\s*=\s*\"[^\"]*\"\}")
 _LOC = re.compile(r"\s*loc\((?:[^()]|\([^()]*\))*\)")
 
 
+_ELEMENT = {
+    "float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int64": "i64",
+    "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "ui8", "bool": "i1",
+    "complex64": "complex<f32>", "complex128": "complex<f64>",
+}
+
+
+def tensor_type(shape, dtype, who):
+    """The MLIR type of a tensor of ``shape`` and torch ``dtype`` (``who`` names the caller in
+    the error for a dtype without one)."""
+    name = str(dtype).replace("torch.", "")
+    if name not in _ELEMENT:
+        raise TypeError(f"{who}: unsupported dtype {dtype}")
+    return "tensor<" + "".join(f"{d}x" for d in shape) + _ELEMENT[name] + ">"
+
+
 def text_hash(text):
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -10,19 +10,7 @@ too. On CPU tensors it returns copies."""
 import torch
 
 from ..kernels._kernel_op import KernelOp
-
-_MLIR = {
-    torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
-    torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "ui8",
-    torch.bool: "i1", torch.complex64: "complex<f32>", torch.complex128: "complex<f64>",
-}
-
-
-def _tensor_type(shape, dtype):
-    if dtype not in _MLIR:
-        raise TypeError(f"optimization_barrier: unsupported dtype {dtype}")
-    return "tensor<" + "".join(f"{d}x" for d in shape) + _MLIR[dtype] + ">"
-
+from ..kernels._mlir_text import tensor_type
 
 class _BarrierSource:
     platform = None
@@ -31,7 +19,7 @@ class _BarrierSource:
         return [s for s, _ in sig], [d for _, d in sig]
 
     def lower(self, spec, sig, platform):
-        types = [_tensor_type(s, d) for s, d in sig]
+        types = [tensor_type(s, d, "optimization_barrier") for s, d in sig]
         args = ", ".join(f"%a{i}: {t}" for i, t in enumerate(types))
         operands = ", ".join(f"%a{i}" for i in range(len(types)))
         results = ", ".join(f"%r#{i}" for i in range(len(types)))

@@ -5,6 +5,8 @@
   NumPy, uploaded once, unpacked on the device as views (float fields travel as their bits).
 * ``attention``: causal grouped-query attention over gathered KV windows (paged KV cache in
   device memory; each engine gathers its own layout).
+* ``paged_attention``: decode attention read in place from the paged cache (a host kernel on the
+  CPU plugin, the gathered formulation elsewhere).
 * ``sampler``: vLLM's sampling semantics (greedy, temperature, top-k, top-p, min-p, penalties,
   logit edits, allowed tokens, grammar bitmasks, seeded generators, log-probs) in plain device
   ops with no host read, so it is part of the step program.

@@ -26,7 +26,7 @@ class AttentionGroup:
 
 def grouped_attention(q, k, v, q_pos, scale: float, soft_cap: float | None = None,
                       sliding_window: int | None = None) -> torch.Tensor:
-    """q [G, L, H, D], k and v [G, S, KVH, D], q_pos [G, L] int64 -> [G, L, H, D] float32."""
+    """q [G, L, H, D], k [G, S, KVH, D], v [G, S, KVH, Dv], q_pos [G, L] int64 -> [G, L, H, Dv] float32."""
     groups, length, heads, head_size = q.shape
     keys, kv_heads = k.shape[1], k.shape[2]
     if heads % kv_heads:
@@ -49,7 +49,7 @@ def grouped_attention(q, k, v, q_pos, scale: float, soft_cap: float | None = Non
         # Padding queries carry position 0, so every row sees at least key 0 (no NaN rows).
         probs = torch.softmax(scores, dim=1)
         out = (probs[..., None] * v.float()[:, :, :, None, :]).sum(1)  # [G, KVH, Q, D]
-        return out.reshape(groups, 1, heads, head_size)
+        return out.reshape(groups, 1, heads, v.shape[-1])
     qf = q.float().reshape(groups, length, kv_heads, per_kv, head_size)
     scores = torch.einsum("glhqd,gshd->ghqls", qf, k.float()) * scale
     if soft_cap:
@@ -57,4 +57,4 @@ def grouped_attention(q, k, v, q_pos, scale: float, soft_cap: float | None = Non
     scores = scores.masked_fill(~visible[:, None, None], float("-inf"))
     probs = torch.softmax(scores, dim=-1)
     out = torch.einsum("ghqls,gshd->glhqd", probs, v.float())
-    return out.reshape(groups, length, heads, head_size)
+    return out.reshape(groups, length, heads, v.shape[-1])

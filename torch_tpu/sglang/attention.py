@@ -4,8 +4,9 @@ SGLang's KV pool keeps one key and one value buffer per layer, [slots, kv heads,
 the device; its request table (``req_to_token``) maps each request's token positions to slots and
 stays on the host here. A step program (``step_runner``) packs each request's slot row into its
 metadata, so the attention groups' "block table" is a table of slots (block size 1). Per layer
-the backend writes the step's keys and values at their slots, gathers each group's keys and
-values and runs ``torch_tpu.serving.attention.grouped_attention``. It only runs inside a step
+the backend writes the step's keys and values at their slots; decodes read them in place
+(``torch_tpu.serving.paged_attention``), prefill groups gather their keys and values and run
+``torch_tpu.serving.attention.grouped_attention``. It only runs inside a step
 program: SGLang's own ForwardBatch path never reaches it.
 """
 
@@ -13,6 +14,7 @@ import torch
 from sglang.srt.layers.attention.base_attn_backend import AttentionBackend
 
 from torch_tpu.serving.attention import grouped_attention
+from torch_tpu.serving.paged_attention import decode_attention
 
 
 class TpuAttentionBackend(AttentionBackend):
@@ -48,9 +50,14 @@ class TpuAttentionBackend(AttentionBackend):
         for g in step.groups:
             size, length = g.token_index.shape
             slots = g.block_table  # [G, S]: the KV slot of every key position (block size 1)
-            out = grouped_attention(q_all[g.token_index.reshape(-1)].reshape(size, length, heads, qk_dim),
-                                    k_cache[slots], v_cache[slots], g.position, layer.scaling,
-                                    layer.logit_cap or None, window)
+            q_g = q_all[g.token_index.reshape(-1)].reshape(size, length, heads, qk_dim)
+            if length == 1:  # decodes read the cache slots in place where the plugin can
+                out = decode_attention(q_g[:, 0], k_cache[:, None], v_cache[:, None], slots, g.position[:, 0],
+                                       scale=layer.scaling, soft_cap=layer.logit_cap or None, window=window,
+                                       v_dim=v_dim)
+            else:
+                out = grouped_attention(q_g, k_cache[slots], v_cache[slots], g.position, layer.scaling,
+                                        layer.logit_cap or None, window)
             result.index_copy_(0, torch.where(g.write_index < 0, t, g.write_index), out.reshape(size * length, heads, v_dim))
         return result[:t].reshape(t, heads * v_dim).to(q.dtype)
 

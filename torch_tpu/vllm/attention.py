@@ -7,9 +7,11 @@ heads, 2 * head_size] (vLLM's LBNHC layout), so a block's tokens are rows of one
 
 Attention: the batch's requests split into decodes (one query token) and prefills (several:
 prompts, chunks of them, prompts after a prefix-cache hit). Each group is laid out as
-[requests, query tokens] with its requests' KV blocks gathered into a [requests, S, kv heads,
-head_size] window and attended by ``torch_tpu.serving.attention`` (causal over cache and chunk,
-grouped-query heads without copies). Request counts, query lengths and key blocks are rounded up
+[requests, query tokens]. Decodes read their blocks in place through
+``torch_tpu.serving.paged_attention`` (the host kernel on the CPU plugin; elsewhere its portable
+formulation); prefills gather their requests' KV blocks into a [requests, S, kv heads, head_size]
+window attended by ``torch_tpu.serving.attention`` (causal over cache and chunk, grouped-query
+heads without copies). Request counts, query lengths and key blocks are rounded up
 to powers of two (padding rows write to a scratch row; padding tokens' cache writes go to the
 null block 0, which vLLM never hands to a request), so the attention depends only on bucketed
 shapes and never reads the device from the host.
@@ -35,6 +37,7 @@ from vllm.v1.attention.backend import (
 from vllm.v1.kv_cache_interface import KVCacheLayout
 
 from torch_tpu.serving.attention import AttentionGroup, grouped_attention
+from torch_tpu.serving.paged_attention import decode_attention
 
 
 class TpuTorchAttentionBackend(AttentionBackend):
@@ -215,10 +218,14 @@ class TpuTorchAttentionImpl(AttentionImpl[TpuTorchAttentionMetadata]):
         for g in m.groups:
             size, length = g.token_index.shape
             q = q_all[g.token_index.reshape(-1)].reshape(size, length, heads, hs)
-            window = phys[g.block_table]  # [G, key_blocks, block_size, kv heads, 2 * head_size]
-            window = window.reshape(size, window.shape[1] * window.shape[2], kv_heads, 2 * hs)
-            out = grouped_attention(q, window[..., :hs], window[..., hs:], g.position, self.scale,
-                                    self.logits_soft_cap, self.sliding_window)
+            if length == 1:  # decodes read the cache blocks in place where the plugin can
+                out = decode_attention(q[:, 0], phys, phys, g.block_table, g.position[:, 0], scale=self.scale,
+                                       soft_cap=self.logits_soft_cap, window=self.sliding_window, v_offset=hs)
+            else:
+                window = phys[g.block_table]  # [G, key_blocks, block_size, kv heads, 2 * head_size]
+                window = window.reshape(size, window.shape[1] * window.shape[2], kv_heads, 2 * hs)
+                out = grouped_attention(q, window[..., :hs], window[..., hs:], g.position, self.scale,
+                                        self.logits_soft_cap, self.sliding_window)
             write = torch.where(g.write_index < 0, t, g.write_index)
             result.index_copy_(0, write, out.reshape(size * length, heads, hs))
         output.copy_(result[:t].reshape(output.shape).to(output.dtype))

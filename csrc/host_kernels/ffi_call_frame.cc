@@ -1,0 +1,61 @@
+#include "host_kernels/ffi_call_frame.h"
+
+#include <cstring>
+
+namespace tpu::host_kernels {
+
+using namespace ffi_abi;
+
+bool HostCall::answered_metadata() const {
+  for (ExtensionBase* ext = frame_->extension_start; ext != nullptr; ext = ext->next) {
+    if (ext->type != kMetadataExtension) continue;
+    Metadata* md = reinterpret_cast<MetadataExtension*>(ext)->metadata;
+    if (md != nullptr) {
+      md->api_version.major_version = kMajor;
+      md->api_version.minor_version = kMinor;
+      md->traits = 0;
+    }
+    return true;
+  }
+  return false;
+}
+
+const Buffer& HostCall::arg(int64_t i) const {
+  return *static_cast<const Buffer*>(frame_->args.items[i]);
+}
+
+const Buffer& HostCall::result(int64_t i) const {
+  return *static_cast<const Buffer*>(frame_->rets.items[i]);
+}
+
+double HostCall::scalar_attr(std::string_view name, double fallback) const {
+  const Attrs& a = frame_->attrs;
+  for (int64_t i = 0; i < a.size; ++i) {
+    const ByteSpan* n = a.names[i];
+    if (a.types[i] != kScalarAttr || std::string_view(n->ptr, n->len) != name) continue;
+    const auto* s = static_cast<const Scalar*>(a.attrs[i]);
+    switch (s->dtype) {
+      case kF32: return *static_cast<const float*>(s->value);
+      case kS32: return *static_cast<const int32_t*>(s->value);
+      case kS64: return static_cast<double>(*static_cast<const int64_t*>(s->value));
+      case 12: return *static_cast<const double*>(s->value);  // F64
+      default: return fallback;
+    }
+  }
+  return fallback;
+}
+
+Error* HostCall::fail(const std::string& message) const {
+  const Api* api = frame_->api;
+  if (api == nullptr || api->error_create == nullptr) return nullptr;
+  ErrorCreateArgs args{sizeof(ErrorCreateArgs), nullptr, message.c_str(), 3};
+  return api->error_create(&args);
+}
+
+int64_t element_count(const Buffer& b) {
+  int64_t n = 1;
+  for (int64_t i = 0; i < b.rank; ++i) n *= b.dims[i];
+  return n;
+}
+
+}  // namespace tpu::host_kernels

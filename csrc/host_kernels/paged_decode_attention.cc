@@ -1,0 +1,240 @@
+#include "host_kernels/paged_decode_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "host_kernels/ffi_call_frame.h"
+#include "host_kernels/parallel_for.h"
+
+namespace tpu::host_kernels {
+namespace {
+
+using ffi_abi::Buffer;
+
+struct Shape {
+  int64_t groups, heads, kv_heads, per_kv, dk, dv;
+  int64_t blocks, block_size, k_width, v_width, k_offset, v_offset;
+  int64_t table_width;
+  float scale, soft_cap;
+  int64_t window;
+};
+
+inline float load(float x) { return x; }
+inline float load(uint16_t bf16) {  // bfloat16: the high half of a float32
+  uint32_t bits = static_cast<uint32_t>(bf16) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+inline float load(_Float16 x) { return static_cast<float>(x); }
+
+inline int64_t index_at(const Buffer& b, int64_t i) {
+  return b.dtype == ffi_abi::kS32 ? static_cast<const int32_t*>(b.data)[i]
+                                  : static_cast<const int64_t*>(b.data)[i];
+}
+
+// Rows of the cache as float32: a no-op view for float32, a converted copy otherwise.
+template <typename T>
+inline const float* as_f32(const T* row, int64_t n, float* tmp) {
+  for (int64_t i = 0; i < n; ++i) tmp[i] = load(row[i]);
+  return tmp;
+}
+template <>
+inline const float* as_f32<float>(const float* row, int64_t, float*) { return row; }
+
+inline float dot(const float* a, const float* b, int64_t n) {
+  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) s[j] += a[i + j] * b[i + j];
+  }
+  float total = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  for (; i < n; ++i) total += a[i] * b[i];
+  return total;
+}
+
+inline void axpy(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+// One request: all its query heads over its visible keys, a block of tokens at a time (reading
+// each token's row of every kv head in memory order), with an online softmax: one rescale per
+// query head and block.
+template <typename C>
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void attend(const Shape& s, int64_t g, const float* q_in, const C* k, const C* v, const Buffer& table,
+            int64_t position, float* out, std::vector<float>& scratch) {
+  const int64_t heads = s.heads, pk = s.per_kv, bs = s.block_size;
+  scratch.resize(heads * s.dk + heads * bs + heads * 2 + s.dk + s.dv);
+  float* q = scratch.data();           // [heads, dk], pre-scaled
+  float* score = q + heads * s.dk;     // [heads, bs]
+  float* run_max = score + heads * bs; // [heads]
+  float* run_sum = run_max + heads;    // [heads]
+  float* kt = run_sum + heads;         // a converted key row
+  float* vt = kt + s.dk;               // a converted value row
+  const float qscale = s.soft_cap > 0 ? 1.0f : s.scale;
+  const float* src = q_in + g * heads * s.dk;
+  for (int64_t i = 0; i < heads * s.dk; ++i) q[i] = src[i] * qscale;
+  float* o = out + g * heads * s.dv;
+  std::fill(o, o + heads * s.dv, 0.0f);
+  std::fill(run_max, run_max + heads, -std::numeric_limits<float>::infinity());
+  std::fill(run_sum, run_sum + heads, 0.0f);
+  const int64_t first = s.window > 0 ? std::max<int64_t>(0, position - s.window + 1) : 0;
+  for (int64_t start = first - first % bs; start <= position; start += bs) {
+    const int64_t block = index_at(table, g * s.table_width + start / bs);
+    const int64_t lo = std::max(start, first), hi = std::min(start + bs - 1, position);
+    const int64_t n = hi - lo + 1;
+    const int64_t row0 = (block * bs + (lo - start)) * s.kv_heads;  // the first token's kv head 0
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t h = 0; h < s.kv_heads; ++h) {
+        const float* kr = as_f32(k + (row0 + t * s.kv_heads + h) * s.k_width + s.k_offset, s.dk, kt);
+        for (int64_t j = h * pk; j < (h + 1) * pk; ++j) {
+          float x = dot(q + j * s.dk, kr, s.dk);
+          if (s.soft_cap > 0) x = s.soft_cap * std::tanh(x * s.scale / s.soft_cap);
+          score[j * bs + t] = x;
+        }
+      }
+    }
+    for (int64_t j = 0; j < heads; ++j) {
+      float* sj = score + j * bs;
+      float m = run_max[j];
+      for (int64_t t = 0; t < n; ++t) m = std::max(m, sj[t]);
+      const float rescale = std::exp(run_max[j] - m);  // 0 on the first block (the max was -inf)
+      if (rescale != 1.0f) {
+        for (int64_t d = 0; d < s.dv; ++d) o[j * s.dv + d] *= rescale;
+      }
+      float sum = run_sum[j] * rescale;
+      for (int64_t t = 0; t < n; ++t) {
+        sj[t] = std::exp(sj[t] - m);
+        sum += sj[t];
+      }
+      run_max[j] = m;
+      run_sum[j] = sum;
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t h = 0; h < s.kv_heads; ++h) {
+        const float* vr = as_f32(v + (row0 + t * s.kv_heads + h) * s.v_width + s.v_offset, s.dv, vt);
+        for (int64_t j = h * pk; j < (h + 1) * pk; ++j) axpy(score[j * bs + t], vr, o + j * s.dv, s.dv);
+      }
+    }
+  }
+  for (int64_t j = 0; j < heads; ++j) {
+    const float inv = run_sum[j] > 0 ? 1.0f / run_sum[j] : 0.0f;
+    for (int64_t d = 0; d < s.dv; ++d) o[j * s.dv + d] *= inv;
+  }
+}
+
+template <typename C>
+void run(const Shape& s, const float* q, const Buffer& k, const Buffer& v, const Buffer& table,
+         const Buffer& pos, float* out) {
+  const C* kc = static_cast<const C*>(k.data);
+  const C* vc = static_cast<const C*>(v.data);
+  parallel_for(s.groups, [&](int64_t g) {
+    thread_local std::vector<float> scratch;
+    attend<C>(s, g, q, kc, vc, table, index_at(pos, g), out, scratch);
+  });
+}
+
+bool is_float(int32_t t) { return t == ffi_abi::kF32 || t == ffi_abi::kBF16 || t == ffi_abi::kF16; }
+bool is_index(int32_t t) { return t == ffi_abi::kS32 || t == ffi_abi::kS64; }
+
+std::string dims(const Buffer& b) {
+  std::string r = "[";
+  for (int64_t i = 0; i < b.rank; ++i) r += (i ? ", " : "") + std::to_string(b.dims[i]);
+  return r + "]";
+}
+
+// The call's shape, or an error message.
+std::string check(const HostCall& call, Shape& s) {
+  if (call.num_args() != 5 || call.num_results() != 1) return "takes 5 operands (q, k, v, table, position) and 1 result";
+  const Buffer &q = call.arg(0), &k = call.arg(1), &v = call.arg(2), &table = call.arg(3), &pos = call.arg(4);
+  const Buffer& out = call.result(0);
+  if (q.rank != 3 || k.rank != 4 || v.rank != 4 || table.rank != 2 || pos.rank != 1 || out.rank != 3) {
+    return "expects q [G, H, Dk], k and v [blocks, block_size, kv_heads, width], table [G, K], position [G] "
+           "and a [G, H, Dv] result; got q " + dims(q) + ", k " + dims(k) + ", v " + dims(v) + ", table " +
+           dims(table) + ", position " + dims(pos) + ", result " + dims(out);
+  }
+  if (!is_float(q.dtype) || !is_float(k.dtype) || k.dtype != v.dtype || !is_index(table.dtype) ||
+      !is_index(pos.dtype) || out.dtype != ffi_abi::kF32) {
+    return "expects floating q, k and v (k and v of one dtype), int32/int64 table and position and a float32 result";
+  }
+  s.groups = q.dims[0];
+  s.heads = q.dims[1];
+  s.dk = q.dims[2];
+  s.dv = out.dims[2];
+  s.blocks = k.dims[0];
+  s.block_size = k.dims[1];
+  s.kv_heads = k.dims[2];
+  s.k_width = k.dims[3];
+  s.v_width = v.dims[3];
+  s.table_width = table.dims[1];
+  s.k_offset = static_cast<int64_t>(call.scalar_attr("k_offset", 0));
+  s.v_offset = static_cast<int64_t>(call.scalar_attr("v_offset", 0));
+  s.scale = static_cast<float>(call.scalar_attr("scale", 1.0));
+  s.soft_cap = static_cast<float>(call.scalar_attr("soft_cap", 0.0));
+  s.window = static_cast<int64_t>(call.scalar_attr("window", 0));
+  if (s.kv_heads <= 0 || s.heads % s.kv_heads) return "the query heads do not group over the kv heads";
+  s.per_kv = s.heads / s.kv_heads;
+  if (v.dims[0] != s.blocks || v.dims[1] != s.block_size || v.dims[2] != s.kv_heads) return "k and v cover different blocks";
+  if (table.dims[0] != s.groups || pos.dims[0] != s.groups || out.dims[0] != s.groups || out.dims[1] != s.heads) {
+    return "q, table, position and the result disagree on the number of requests or heads";
+  }
+  if (s.k_offset < 0 || s.k_offset + s.dk > s.k_width || s.v_offset < 0 || s.v_offset + s.dv > s.v_width) {
+    return "the key/value slices fall outside the cache rows";
+  }
+  // Every block a request reads must exist: an id past the cache would read outside it.
+  for (int64_t g = 0; g < s.groups; ++g) {
+    const int64_t p = index_at(pos, g);
+    if (p < 0 || p >= s.table_width * s.block_size) {
+      return "request " + std::to_string(g) + "'s position " + std::to_string(p) + " is outside its " +
+             std::to_string(s.table_width) + " table blocks";
+    }
+    const int64_t first = s.window > 0 ? std::max<int64_t>(0, p - s.window + 1) : 0;
+    for (int64_t b = first / s.block_size; b <= p / s.block_size; ++b) {
+      const int64_t id = index_at(table, g * s.table_width + b);
+      if (id < 0 || id >= s.blocks) {
+        return "request " + std::to_string(g) + " reads block " + std::to_string(id) + " of a cache with " +
+               std::to_string(s.blocks) + " blocks";
+      }
+    }
+  }
+  return "";
+}
+
+ffi_abi::Error* handle(ffi_abi::CallFrame* frame) {
+  HostCall call(frame);
+  if (call.answered_metadata() || !call.executing()) return nullptr;
+  Shape s{};
+  std::string problem = check(call, s);
+  if (!problem.empty()) return call.fail(std::string(kPagedDecodeAttention) + ": " + problem);
+  const Buffer &qb = call.arg(0), &k = call.arg(1), &v = call.arg(2);
+  std::vector<float> q32;
+  const float* q = static_cast<const float*>(qb.data);
+  if (qb.dtype != ffi_abi::kF32) {
+    const int64_t n = element_count(qb);
+    q32.resize(n);
+    for (int64_t i = 0; i < n; ++i) {
+      q32[i] = qb.dtype == ffi_abi::kBF16 ? load(static_cast<const uint16_t*>(qb.data)[i])
+                                          : load(static_cast<const _Float16*>(qb.data)[i]);
+    }
+    q = q32.data();
+  }
+  float* out = static_cast<float*>(call.result(0).data);
+  switch (k.dtype) {
+    case ffi_abi::kF32: run<float>(s, q, k, v, call.arg(3), call.arg(4), out); break;
+    case ffi_abi::kBF16: run<uint16_t>(s, q, k, v, call.arg(3), call.arg(4), out); break;
+    default: run<_Float16>(s, q, k, v, call.arg(3), call.arg(4), out); break;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void* paged_decode_attention_handler() { return reinterpret_cast<void*>(&handle); }
+
+}  // namespace tpu::host_kernels

@@ -1,0 +1,157 @@
+"""The paged decode-attention kernel (torch_tpu.serving.paged_attention): on the XLA CPU plugin a
+host kernel the plugin calls as a typed FFI custom call, reading each request's keys and values
+where they lie in the paged cache. Every result is compared with the portable formulation (the
+gathered window and grouped_attention) computed on the CPU."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_tpu
+from torch_tpu.execution_mode import EagerMode, mode
+from torch_tpu.serving import paged_attention as pa
+
+DEV = "tpu"
+
+
+def _case(groups, heads, kv_heads, dk, dv, blocks, block_size, table_width, dtype, seed, shared=True):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(groups, heads, dk, generator=g).to(dtype)
+    if shared:  # vLLM: one [.., K | V] buffer passed twice
+        k = v = torch.randn(blocks, block_size, kv_heads, dk + dv, generator=g).to(dtype)
+        offsets = dict(k_offset=0, v_offset=dk)
+    else:  # SGLang: separate key and value buffers
+        k = torch.randn(blocks, block_size, kv_heads, dk, generator=g).to(dtype)
+        v = torch.randn(blocks, block_size, kv_heads, dv, generator=g).to(dtype)
+        offsets = dict(k_offset=0, v_offset=0)
+    table = torch.randint(1, blocks, (groups, table_width), generator=g)
+    limit = table_width * block_size
+    # Edges: the first key, a block's last and next token, the last position the table covers.
+    edges = [0, block_size - 1, block_size, limit - 1]
+    position = torch.tensor([edges[i] if i < len(edges) else int(torch.randint(0, limit, (1,), generator=g))
+                             for i in range(groups)])
+    return q, k, v, table, position, dict(offsets, v_dim=dv)
+
+
+def _both(q, k, v, table, position, **opts):
+    cpu = pa.paged_decode_attention(q, k, v, table, position, **opts)
+    moved = [t.to(DEV) for t in (q, k, v, table, position)]
+    if k is v:
+        moved[2] = moved[1]
+    dev = pa.paged_decode_attention(*moved, **opts)
+    assert dev.device.type == "tpu" and dev.dtype == torch.float32 and dev.shape == cpu.shape
+    return dev.cpu(), cpu
+
+
+def test_the_cpu_plugin_registers_the_kernel():
+    assert pa.TARGET in torch_tpu._C._host_kernels()
+    assert pa.available()
+
+
+@pytest.mark.parametrize("heads,kv_heads", [(8, 8), (8, 2), (4, 1)])
+@pytest.mark.parametrize("block_size", [1, 16])
+def test_matches_the_gathered_window(heads, kv_heads, block_size, no_fallback):
+    args = _case(6, heads, kv_heads, 64, 64, blocks=48, block_size=block_size, table_width=8 if block_size > 1 else 96,
+                 dtype=torch.float32, seed=heads * 10 + block_size)
+    *tensors, opts = args
+    dev, cpu = _both(*tensors, scale=0.125, **opts)
+    torch.testing.assert_close(dev, cpu, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("extra", [dict(soft_cap=20.0), dict(window=7), dict(window=1), dict(soft_cap=5.0, window=20)])
+def test_soft_cap_and_sliding_window(extra):
+    *tensors, opts = _case(5, 8, 2, 32, 32, blocks=30, block_size=8, table_width=6, dtype=torch.float32, seed=3)
+    dev, cpu = _both(*tensors, scale=0.3, **opts, **extra)
+    torch.testing.assert_close(dev, cpu, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_caches(dtype):
+    *tensors, opts = _case(4, 4, 2, 64, 64, blocks=20, block_size=16, table_width=4, dtype=dtype, seed=5)
+    dev, cpu = _both(*tensors, scale=0.125, **opts)
+    # Both compute in float32 from the same half-precision values.
+    torch.testing.assert_close(dev, cpu, rtol=1e-4, atol=1e-4)
+
+
+def test_separate_key_and_value_buffers_of_different_widths():
+    *tensors, opts = _case(4, 6, 3, 48, 32, blocks=64, block_size=1, table_width=40, dtype=torch.float32,
+                           seed=7, shared=False)
+    dev, cpu = _both(*tensors, scale=0.2, **opts)
+    torch.testing.assert_close(dev, cpu, rtol=1e-5, atol=1e-5)
+
+
+def test_int32_tables_and_positions():
+    q, k, v, table, position, opts = _case(4, 4, 4, 32, 32, blocks=16, block_size=4, table_width=5,
+                                           dtype=torch.float32, seed=9)
+    dev, cpu = _both(q, k, v, table.int(), position.int(), scale=0.5, **opts)
+    torch.testing.assert_close(dev, cpu, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("how", ["fused", "compile"])
+def test_inside_a_fused_graph_and_compiled_code(how, fresh_dynamo):
+    q, k, v, table, position, opts = _case(4, 8, 2, 32, 32, blocks=24, block_size=8, table_width=4,
+                                           dtype=torch.float32, seed=11)
+
+    def step(q, cache, table, position):
+        out = pa.paged_decode_attention(q * 2, cache, cache, table, position, scale=0.25, **opts)
+        return out.sum(-1) + 1
+
+    expected = step(q, k, table, position)
+    args = [t.to(DEV) for t in (q, k, table, position)]
+    if how == "fused":
+        with mode(EagerMode.FUSED):
+            got = step(*args)
+    else:
+        got = torch.compile(step, backend="tpu")(*args)
+    torch.testing.assert_close(got.cpu(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_block_outside_the_cache_is_an_error_not_a_read_outside_it():
+    q, k, v, table, position, opts = _case(2, 4, 4, 32, 32, blocks=8, block_size=4, table_width=3,
+                                           dtype=torch.float32, seed=13)
+    table[1, 0] = 1000
+    with pytest.raises(RuntimeError, match="reads block 1000 of a cache with 8 blocks"):
+        pa.paged_decode_attention(*(t.to(DEV) for t in (q, k, k, table, position)), scale=0.1, **opts).cpu()
+    # The device goes on working.
+    table[1, 0] = 1
+    dev, cpu = _both(q, k, k, table, position, scale=0.1, **opts)
+    torch.testing.assert_close(dev, cpu, rtol=1e-5, atol=1e-5)
+
+
+_DUMP_SCRIPT = """
+import json, torch, torch_tpu
+from torch_tpu.execution_mode import EagerMode, mode
+from torch_tpu.serving import paged_attention as pa
+q = torch.randn(2, 4, 32, device="tpu"); cache = torch.randn(6, 4, 2, 64, device="tpu")
+table = torch.randint(0, 6, (2, 3), device="tpu"); pos = torch.tensor([3, 9], device="tpu")
+out = pa.decode_attention(q, cache, cache, table, pos, scale=0.2, v_offset=32)
+ref = pa.reference(q.cpu(), cache.cpu(), cache.cpu(), table.cpu(), pos.cpu(), 0.2, 0.0, 0, 0, 32, 32)
+print("RESULT " + json.dumps({"available": pa.available(), "diff": float((out.cpu() - ref).abs().max())}))
+"""
+
+
+def _run(tmp_path, **env):
+    (tmp_path / "dump").mkdir()
+    env = dict(os.environ, TORCH_TPU_DUMP_HLO=str(tmp_path / "dump"), TORCH_TPU_CACHE_DIR=str(tmp_path / "c"), **env)
+    proc = subprocess.run([sys.executable, "-c", _DUMP_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    texts = [open(p).read() for p in glob.glob(str(tmp_path / "dump" / "*.mlir"))]
+    return json.loads(line[7:]), texts
+
+
+def test_the_program_calls_the_kernel_instead_of_gathering(tmp_path):
+    result, texts = _run(tmp_path)
+    assert result["available"] and result["diff"] < 1e-5
+    assert any(pa.TARGET in t for t in texts)
+
+
+def test_without_host_kernels_the_portable_formulation_runs(tmp_path):
+    result, texts = _run(tmp_path, TORCH_TPU_HOST_KERNELS="0")
+    assert not result["available"] and result["diff"] < 1e-5
+    assert texts and not any(pa.TARGET in t for t in texts)

@@ -1,0 +1,110 @@
+"""Decode attention read in place from the paged KV cache (one query token per request).
+
+The portable formulation (``attention.grouped_attention``) gathers every request's keys and
+values into a padded window and attends over it: per layer and step that writes and reads a
+copy of the whole window, the largest cost of a decode step on the CPU plugin. Where the plugin
+runs a kernel that reads the cache blocks where they lie, the step uses it instead:
+
+* on the XLA CPU plugin, the host kernel ``torch_tpu_paged_decode_attention`` (C++, registered
+  with the plugin as a typed FFI custom call; ``csrc/host_kernels/``). It reads only the tokens
+  each request has (not the padded window), one (request, kv head) per task over every core,
+  with an online softmax in float32;
+* elsewhere (TPU and GPU plugins) nothing yet: ``available()`` is False and the engines keep the
+  portable formulation. A Pallas kernel per plugin is the place to add one.
+
+``paged_decode_attention`` is a custom op (``tpu::paged_decode_attention``) lowered to the
+custom call, so it is one op in Strict mode and part of the step program in Fused Eager and
+torch.compile, with the same cache as every other program. On CPU tensors it runs the portable
+formulation (what the tests compare against).
+"""
+
+import functools
+import struct
+
+import torch
+
+from .. import _C
+from ..kernels._kernel_op import KernelOp
+from ..kernels._mlir_text import tensor_type
+from .attention import grouped_attention
+
+TARGET = "torch_tpu_paged_decode_attention"
+
+
+@functools.lru_cache(maxsize=None)
+def available() -> bool:
+    """Whether the tpu device's plugin runs the paged decode kernel."""
+    return TARGET in _C._host_kernels()
+
+
+def _spec(scale, soft_cap, window, k_offset, v_offset, v_dim):
+    return f"{scale!r};{soft_cap!r};{window};{k_offset};{v_offset};{v_dim}"
+
+
+def _parse(spec):
+    scale, soft_cap, window, k_offset, v_offset, v_dim = spec.split(";")
+    return float(scale), float(soft_cap), int(window), int(k_offset), int(v_offset), int(v_dim)
+
+
+def _f32(x):
+    return f"0x{struct.unpack('<I', struct.pack('<f', x))[0]:08X} : f32"
+
+
+class _PagedDecodeSource:
+    platform = None
+
+    def out_types(self, spec, sig):
+        (groups, heads, _), _ = sig[0]
+        return [(groups, heads, _parse(spec)[5])], [torch.float32]
+
+    def lower(self, spec, sig, platform):
+        scale, soft_cap, window, k_offset, v_offset, v_dim = _parse(spec)
+        name = "paged_decode_attention"
+        ins = [tensor_type(s, d, name) for s, d in sig]
+        out = tensor_type(self.out_types(spec, sig)[0][0], torch.float32, name)
+        args = ", ".join(f"%a{i}: {t}" for i, t in enumerate(ins))
+        config = (f"k_offset = {k_offset} : i64, scale = {_f32(scale)}, soft_cap = {_f32(soft_cap)}, "
+                  f"v_offset = {v_offset} : i64, window = {window} : i64")
+        return (f"func.func public @main({args}) -> {out} {{\n"
+                f'  %r = "stablehlo.custom_call"(%a0, %a1, %a2, %a3, %a4) {{call_target_name = "{TARGET}", '
+                f"api_version = 4 : i32, backend_config = {{{config}}}}} : ({', '.join(ins)}) -> {out}\n"
+                f"  return %r : {out}\n}}\n")
+
+    def run_cpu(self, spec, tensors):
+        return [reference(*tensors, *_parse(spec))]
+
+
+_kernel = KernelOp("tpu::paged_decode_attention", _PagedDecodeSource())
+
+
+def reference(q, k, v, table, position, scale, soft_cap, window, k_offset, v_offset, v_dim):
+    """The portable formulation of the same call: gather the window, attend over it."""
+    groups, heads, qk_dim = q.shape
+    blocks, block_size, kv_heads, _ = k.shape
+    width = table.shape[1] * block_size
+    keys = k[table.long()].reshape(groups, width, kv_heads, -1)[..., k_offset:k_offset + qk_dim]
+    values = v[table.long()].reshape(groups, width, kv_heads, -1)[..., v_offset:v_offset + v_dim]
+    out = grouped_attention(q[:, None], keys, values, position.long()[:, None], scale,
+                            soft_cap or None, window or None)
+    return out[:, 0]
+
+
+def decode_attention(q, k, v, table, position, **options):
+    """What the engines call for a group of decoding requests: the kernel where the plugin has
+    one, the portable formulation (on the device) elsewhere. Arguments as ``paged_decode_attention``."""
+    if available():
+        return paged_decode_attention(q, k, v, table, position, **options)
+    v_dim = options.get("v_dim") or q.shape[-1]
+    return reference(q, k, v, table, position, options["scale"], options.get("soft_cap") or 0.0,
+                     options.get("window") or 0, options.get("k_offset", 0), options.get("v_offset", 0), v_dim)
+
+
+def paged_decode_attention(q, k, v, table, position, *, scale, soft_cap=None, window=None,
+                           k_offset=0, v_offset=0, v_dim=None):
+    """q [G, H, Dk]; k, v [blocks, block_size, kv_heads, width] (the cache; the key of a token is
+    ``k[..., k_offset:k_offset + Dk]``, its value ``v[..., v_offset:v_offset + v_dim]``; vLLM passes
+    its one K|V buffer twice); table [G, K] the requests' blocks; position [G] each query's
+    position. Returns [G, H, v_dim] float32: attention over keys 0..position (within ``window``)."""
+    v_dim = q.shape[-1] if v_dim is None else v_dim
+    spec = _spec(float(scale), float(soft_cap or 0.0), int(window or 0), int(k_offset), int(v_offset), int(v_dim))
+    return _kernel([q, k, v, table, position], spec)[0]

@@ -69,11 +69,13 @@ class Toy:
         return step
 
 
-def _serve(toy, state, kv, arrivals, new_tokens):
+def _serve(toy, state, kv, arrivals, new_tokens, lag=False):
     """A synchronous engine loop: ``arrivals`` = [(step, prompt)]; prompts prefill in chunks of
-    CHUNK tokens, then decode one token per step. Returns each request's generated tokens."""
+    CHUNK tokens, then decode one token per step. Returns each request's generated tokens.
+    ``lag``: as with asynchronous scheduling, a step is planned before the host has the tokens
+    the previous one sampled (the device supplies them from the slot state)."""
     pending = sorted(enumerate(arrivals), key=lambda a: a[1][0])
-    running, generated, step = [], {}, 0
+    running, generated, step, held = [], {}, 0, []
     blocks_each = BLOCKS // (len(arrivals) + 1)
     while pending or running:
         while pending and pending[0][1][0] <= step:
@@ -87,6 +89,9 @@ def _serve(toy, state, kv, arrivals, new_tokens):
             continue
         counts = [1 if r.num_computed >= r.num_prompt else min(CHUNK, r.num_prompt - r.num_computed) for r in running]
         plan = state.plan(running, counts)
+        for r, tok in held:
+            r.tokens.append(tok)
+        held = []
         out = state.launch(plan, toy.make_step, kv).cpu().numpy()
         tokens, _ = step_inputs.unpack_output(out, plan.rows, plan.key.variant)
         by_id = {rid: (int(tok), real) for rid, tok, real in zip(plan.req_ids, tokens, plan.real)}
@@ -94,7 +99,10 @@ def _serve(toy, state, kv, arrivals, new_tokens):
             r.num_computed += n
             tok, real = by_id[r.req_id]
             if real:
-                r.tokens.append(tok)
+                if lag:
+                    held.append((r, tok))
+                else:
+                    r.tokens.append(tok)
                 generated[r.req_id].append(tok)
                 if len(generated[r.req_id]) == new_tokens:
                     running.remove(r)
@@ -145,6 +153,37 @@ def test_mixed_steps_match_cpu_in_own_and_covering_buckets(engine):
     assert torch.tpu.compilation_cache_stats()["compiles"] - compiles <= state.background_compiles - background
 
 
+class _DecodesAsPrefillRows(StepState):
+    """Runs every step that mixes decodes and prefills in a prefill-only bucket that covers it:
+    all its decodes become 1-token prefill rows."""
+
+    overflowed = 0
+
+    def _choose(self, key, prefill_tokens, decode_blocks=0):
+        if not (key.decodes and key.prefills):
+            return key
+        big = BucketKey(tokens=key.tokens + key.decodes, decodes=0, decode_blocks=0,
+                        prefills=key.prefills + key.decodes, prefill_len=key.prefill_len,
+                        prefill_blocks=max(key.prefill_blocks, key.decode_blocks), variant=key.variant,
+                        penalty_tokens=key.penalty_tokens)
+        assert big.covers(key, prefill_tokens) and big.overflow(key) == key.decodes
+        self.overflowed += 1
+        return big
+
+
+def test_decodes_run_as_one_token_prefill_rows(strict_no_fallback):
+    limits = Limits(block_size=BLOCK, vocab=VOCAB, max_rows=8, max_blocks=BLOCKS // 8, spare_slot=8,
+                    row_floor=2, token_floor=8, length_floor=4, key_floor_tokens=8)
+    state = _DecodesAsPrefillRows("test", limits, "tpu", cover_ratio=0)
+    kv = [torch.zeros(BLOCKS * BLOCK, KV_HEADS, HEAD, device="tpu") for _ in range(2)]
+    toy, new = Toy(), 6
+    # The host plans each step before it has the last sampled tokens: decodes moved to prefill
+    # rows take theirs from the slot state on the device too.
+    got = _serve(toy, state, kv, FIRST, new, lag=True)
+    assert got == [toy.reference(p, new) for _, p in FIRST]
+    assert state.overflowed > 0
+
+
 def test_cover_rule():
     greedy = SamplerVariant.for_batch([SamplingSpec()], 40, [0], bitmask=False, bucket=lambda n: n)
     seeded = SamplerVariant.for_batch([SamplingSpec(temperature=1.0, seed=1)], 40, [0], bitmask=False,
@@ -158,6 +197,13 @@ def test_cover_rule():
     other = BucketKey(**{**big.__dict__, "variant": seeded})
     assert greedy != seeded and not other.covers(small, prefill_tokens=16)
     assert big.cost(4) > small.cost(4) > 0
+    # Decodes beyond a bucket's decode rows fit its spare prefill rows (a burst's mixed shapes).
+    burst = BucketKey(tokens=64, decodes=0, decode_blocks=0, prefills=16, prefill_len=8, prefill_blocks=4,
+                      variant=greedy, penalty_tokens=0)
+    assert burst.overflow(small) == 8 and burst.covers(small, prefill_tokens=16)
+    assert not burst.covers(small, prefill_tokens=57)  # 8 one-token rows + 57 tokens > 64
+    assert not BucketKey(**{**burst.__dict__, "prefills": 9}).covers(small, prefill_tokens=16)  # 2 + 8 rows
+    assert not BucketKey(**{**burst.__dict__, "prefill_blocks": 3}).covers(small, prefill_tokens=16)
     np.testing.assert_allclose(small.cost(4), 32 + (8 * 4 + 2 * 8 * 4) * 4 / 64)
 
 

@@ -27,6 +27,7 @@ from .. import _C
 from ..kernels._kernel_op import KernelOp
 from ..kernels._mlir_text import tensor_type
 from .attention import grouped_attention
+from .buckets import bucket
 
 TARGET = "torch_tpu_paged_decode_attention"
 
@@ -35,6 +36,13 @@ TARGET = "torch_tpu_paged_decode_attention"
 def available() -> bool:
     """Whether the tpu device's plugin runs the paged decode kernel."""
     return TARGET in _C._host_kernels()
+
+
+def reads_in_place(max_rows: int, max_blocks: int) -> bool:
+    """Whether an engine's decode steps should use the whole block table as their key window:
+    the kernel reads only each request's own tokens, so a wider table costs only its upload
+    (kept under 256 KB per step), and one decode program then serves every sequence length."""
+    return available() and max_rows * bucket(max_blocks) <= 65536
 
 
 def _spec(scale, soft_cap, window, k_offset, v_offset, v_dim):

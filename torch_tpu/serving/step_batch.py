@@ -62,11 +62,18 @@ class Limits:
     token_floor: int = 16
     length_floor: int = 16
     key_floor_tokens: int = 64  # smallest key window (tokens)
+    # Decode rows always get the whole table width: their attention reads only each request's
+    # own tokens (``paged_attention.reads_in_place``), so the width costs only its upload, and
+    # decode buckets no longer multiply by key windows.
+    full_decode_window: bool = False
 
     def key_blocks(self, needed: int) -> int:
         floor = -(-self.key_floor_tokens // self.block_size)
         cap = bucket(self.max_blocks)
         return fine_bucket(needed, floor=min(floor, cap), cap=cap)
+
+    def decode_key_blocks(self, needed: int) -> int:
+        return bucket(self.max_blocks) if self.full_decode_window else self.key_blocks(needed)
 
 
 @dataclass(frozen=True)
@@ -84,15 +91,26 @@ class BucketKey:
     def rows(self) -> int:
         return self.decodes + self.prefills
 
+    def overflow(self, other: "BucketKey") -> int:
+        """How many of ``other``'s decode rows run as 1-token prefill rows in this bucket."""
+        return max(0, other.decodes - self.decodes)
+
     def covers(self, other: "BucketKey", prefill_tokens: int) -> bool:
         """Whether a step of bucket ``other`` with ``prefill_tokens`` prefill tokens fits this
-        bucket: every size at least as large, the same sampler, and room for the prefill tokens
-        after this bucket's decode rows."""
-        return (self.variant == other.variant and self.decodes >= other.decodes
-                and self.decode_blocks >= other.decode_blocks and self.prefills >= other.prefills
-                and self.prefill_len >= other.prefill_len and self.prefill_blocks >= other.prefill_blocks
-                and self.penalty_tokens >= other.penalty_tokens
-                and self.tokens >= self.decodes + (prefill_tokens if other.prefills else 0))
+        bucket: the same sampler, every size at least as large, room for the prefill tokens after
+        this bucket's decode rows. Decodes beyond this bucket's decode rows run as 1-token prefill
+        rows (a prefill row computes any number of tokens), so a bucket with spare prefill rows
+        also covers steps mixing arriving prompts with more running decodes than it has decode
+        rows: the shapes of a burst."""
+        extra = self.overflow(other)
+        kept = other.decodes - extra
+        return (self.variant == other.variant and self.penalty_tokens >= other.penalty_tokens
+                and (not kept or self.decode_blocks >= other.decode_blocks)
+                and self.prefills >= other.prefills + extra
+                and (not other.prefills or (self.prefill_len >= other.prefill_len
+                                            and self.prefill_blocks >= other.prefill_blocks))
+                and (not extra or self.prefill_blocks >= other.decode_blocks)
+                and self.tokens >= self.decodes + (prefill_tokens if other.prefills else 0) + extra)
 
     def cost(self, block_size: int) -> float:
         """A rough estimate of the step's work, in tokens through the model: a token's
@@ -157,7 +175,7 @@ def build(reqs, counts, limits: Limits, grammar=None, choose=None) -> StepBatch:
     t = d if not pre else bucket(d + pre_tokens, floor=limits.token_floor)
     need = lambda group: max(-(-(r.num_computed + n) // bs) for r, n in group)  # noqa: E731
     decode_need = need(dec) if dec else 0
-    kd = limits.key_blocks(decode_need) if dec else 0
+    kd = limits.decode_key_blocks(decode_need) if dec else 0
     kp = limits.key_blocks(need(pre)) if pre else 0
     length = bucket(max(n for _, n in pre), floor=limits.length_floor) if pre else 0
     ordered = dec + pre
@@ -170,6 +188,9 @@ def build(reqs, counts, limits: Limits, grammar=None, choose=None) -> StepBatch:
     if choose is not None:
         key = choose(key, pre_tokens, decode_need)
         d = key.decodes
+        # Decodes past the bucket's decode rows run as 1-token prefill rows (``BucketKey.covers``);
+        # the requests keep their order (``ordered``), only their rows change.
+        dec, pre = dec[:d], dec[d:] + pre
     rows = np.concatenate([np.arange(len(dec)), d + np.arange(len(pre))]).astype(np.int64)
     layout = layout_for(key, limits)
     buf, v = layout.host_buffer()
@@ -193,7 +214,7 @@ def build(reqs, counts, limits: Limits, grammar=None, choose=None) -> StepBatch:
         is_real = end >= len(r.tokens)
         flags[row] = (REAL if is_real else 0) | (FRESH if r.fresh else 0)
         real.append(is_real)
-        table_view = v["bt_decode"][row] if n == 1 else v["bt_prefill"][row - d]
+        table_view = v["bt_decode"][row] if row < d else v["bt_prefill"][row - d]
         blocks = r.blocks[: table_view.shape[0]]
         table_view[: len(blocks)] = blocks
         token += n

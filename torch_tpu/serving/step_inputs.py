@@ -43,7 +43,7 @@ def derive(v: dict, key, block_size: int, last_tokens: torch.Tensor) -> StepInpu
         table = v["bt_decode"].long()
         groups.append(AttentionGroup(token_index=index[:, None], write_index=torch.where(valid, index, -1),
                                      position=position[:, None], block_table=table))
-        cells.append((index, position, valid, table))
+        cells.append((index, position, valid, table, slot[:d]))
         last.append(index)
     if key.prefills:
         d, length = key.decodes, key.prefill_len
@@ -54,22 +54,24 @@ def derive(v: dict, key, block_size: int, last_tokens: torch.Tensor) -> StepInpu
         table = v["bt_prefill"].long()
         groups.append(AttentionGroup(token_index=index, write_index=torch.where(valid, index, -1).reshape(-1),
                                      position=position, block_table=table))
-        cells.append((index.reshape(-1), position.reshape(-1), valid.reshape(-1), table.repeat_interleave(length, 0)))
+        cells.append((index.reshape(-1), position.reshape(-1), valid.reshape(-1), table.repeat_interleave(length, 0),
+                      slot[d:].repeat_interleave(length, 0)))
         last.append((qstart[d:] + qlen[d:] - 1).clamp(min=0))
-    # Per token: position and KV slot, scattered from the groups' cells (padding tokens keep
-    # position 0 and slot 0; the spare row t takes the padding cells' writes).
+    # Per token: position, KV slot and state slot, scattered from the groups' cells (padding
+    # tokens keep position 0 and slots 0; the spare row t takes the padding cells' writes).
     positions = torch.zeros(t + 1, dtype=torch.int64, device=device)
     kv_slots = torch.zeros(t + 1, dtype=torch.int64, device=device)
-    for index, position, valid, table in cells:
+    token_state = torch.zeros(t + 1, dtype=torch.int64, device=device)
+    for index, position, valid, table, state in cells:
         target = torch.where(valid, index, t)
         block = table.gather(1, (position // block_size)[:, None]).squeeze(1)
         positions.index_copy_(0, target, position)
         kv_slots.index_copy_(0, target, block * block_size + position % block_size)
+        token_state.index_copy_(0, target, state)
+    # -1: the token sampled last for the row's slot (still on the device) - a decode row's token,
+    # or a decode running as a 1-token prefill row.
     ids = v["ids"]
-    if key.decodes:
-        # Decode row i is token i; -1: the token sampled last for its slot (still on the device).
-        dec = ids[: key.decodes]
-        ids = torch.cat([torch.where(dec >= 0, dec, last_tokens[slot[: key.decodes]]), ids[key.decodes:]])
+    ids = torch.where(ids >= 0, ids, last_tokens[token_state[:t]])
     flags = v["flags"]
     return StepInputs(groups=groups, positions=positions[:t], kv_slots=kv_slots[:t], input_ids=ids,
                       logits_rows=torch.cat(last) if len(last) > 1 else last[0], state_slots=slot,

@@ -30,7 +30,7 @@ from sglang.srt.managers.utils import GenerationBatchResult
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from sglang.srt.model_executor.forward_context import ForwardContext, forward_context
 
-from torch_tpu.serving import step_inputs, weights
+from torch_tpu.serving import paged_attention, step_inputs, weights
 from torch_tpu.serving.sampler import PenaltyState, SamplingSpec
 from torch_tpu.serving.step_batch import Limits, StepRequest
 from torch_tpu.serving.step_state import StepState
@@ -133,7 +133,9 @@ class SGLangStepRunner:
         rows = self.table.shape[0]
         self.vocab = mr.model_config.vocab_size
         self.limits = Limits(block_size=1, vocab=self.vocab, max_rows=mr.req_to_token_pool.size,
-                             max_blocks=self.table.shape[1], spare_slot=rows)
+                             max_blocks=self.table.shape[1], spare_slot=rows,
+                             full_decode_window=paged_attention.reads_in_place(mr.req_to_token_pool.size,
+                                                                               self.table.shape[1]))
         self.state = StepState("SGLang on tpu", self.limits, self.device, log=logger)
         self.slot_owner = [None] * rows
         self.specs = {}

@@ -24,6 +24,7 @@ import torch
 from vllm.logger import init_logger
 from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, AsyncModelRunnerOutput, LogprobsLists, ModelRunnerOutput
 
+from torch_tpu.serving import paged_attention
 from torch_tpu.serving.step_batch import Limits
 from torch_tpu.serving.step_inputs import unpack_output
 from torch_tpu.serving.step_state import StepState
@@ -129,6 +130,7 @@ class TpuTorchModelRunner(TpuRunnerBase):
             max_rows=self.max_num_reqs,
             max_blocks=-(-self.max_model_len // block_size),
             spare_slot=self.max_num_reqs,
+            full_decode_window=paged_attention.reads_in_place(self.max_num_reqs, -(-self.max_model_len // block_size)),
         )
         self.state = StepState("vLLM on tpu", self.limits, self.device, log=logger)
 

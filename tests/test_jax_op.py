@@ -326,3 +326,14 @@ def test_llama_example_with_pallas_attention(capsys):
 
     assert llama_pallas_attention.main(["--steps", "6", "--tol", "1e-3"]) == 0
     assert "cpu_fallbacks=0" in capsys.readouterr().out
+
+
+def test_a_jax_op_passed_straight_to_torch_compile(fresh_dynamo):
+    """torch.compile(my_jax_op): the decorated function is the compiled frame itself (it used to
+    fail in fake tracing with KeyError '0'); a second shape specializes a new graph (the kernel
+    is traced for concrete shapes) instead of failing on symbolic sizes."""
+    compiled = torch.compile(gelu_mul, backend="tpu")
+    for rows in (4, 6, 9):
+        x, y = torch.randn(rows, 8), torch.randn(rows, 8)
+        got = compiled(x.to("tpu"), y.to("tpu"))
+        assert_close(got, F.gelu(x, approximate="tanh") * y, rtol=1e-5, atol=1e-5)

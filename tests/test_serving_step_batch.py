@@ -13,7 +13,7 @@ from torch_tpu import _C
 from torch_tpu.serving import step_inputs
 from torch_tpu.serving.attention import grouped_attention
 from torch_tpu.serving.sampler import SamplerVariant, SamplingSpec
-from torch_tpu.serving.step_batch import BucketKey, Limits, StepRequest
+from torch_tpu.serving.step_batch import BucketKey, Limits, StepRequest, build
 from torch_tpu.serving.step_state import StepState
 
 BLOCK, BLOCKS, VOCAB, HIDDEN, HEADS, KV_HEADS, HEAD = 4, 64, 40, 16, 2, 1, 8
@@ -247,3 +247,22 @@ def test_choice_covers_transient_buckets_and_promotes_recurring_ones():
     assert state._choose(mixed, 8) == BucketKey(64, 16, 8, 2, 16, 4, greedy, 0)
     state.cover_ratio = 0
     assert state._choose(decode(8, 6), 0) == decode(8, 6)
+
+
+def test_full_decode_window_makes_one_decode_bucket_for_every_length():
+    from torch_tpu.serving import paged_attention
+
+    # The CPU plugin's decode attention reads the cache in place: a small table takes its whole width.
+    assert paged_attention.reads_in_place(max_rows=256, max_blocks=32)
+    assert not paged_attention.reads_in_place(max_rows=256, max_blocks=4096)  # a 4 MB table per step
+    keys = {}
+    for full in (False, True):
+        limits = Limits(block_size=4, vocab=40, max_rows=8, max_blocks=64, spare_slot=8, key_floor_tokens=8,
+                        full_decode_window=full)
+        keys[full] = set()
+        for length in (3, 20, 100, 250):  # sequences growing through several key windows
+            req = StepRequest(req_id="r", tokens=list(range(length)), num_prompt=2, spec=SamplingSpec(),
+                              blocks=list(range(1, 65)), num_computed=length - 1, slot=0)
+            keys[full].add(build([req], [1], limits).key)
+    assert len(keys[False]) > 1
+    assert len(keys[True]) == 1 and next(iter(keys[True])).decode_blocks == 64

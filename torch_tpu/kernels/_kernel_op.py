@@ -30,6 +30,13 @@ class Lowered:
 
 
 def signature(tensors):
+    """((shape, dtype), ...) of the tensors. Under torch.compile with dynamic shapes the sizes are
+    symbolic: ``int`` specializes the graph on them (a guard), as a kernel traced for concrete
+    shapes needs; sources with ``symbolic_shapes = True`` get the symbolic sizes instead."""
+    return tuple((tuple(int(d) for d in t.shape), t.dtype) for t in tensors)
+
+
+def _symbolic_signature(tensors):
     return tuple((tuple(t.shape), t.dtype) for t in tensors)
 
 
@@ -102,13 +109,15 @@ class KernelOp:
                 for j, (s, d) in enumerate(zip(shapes, dtypes)) if j not in aliased]
 
     def out_types(self, spec, tensors):
-        key = (spec, signature(tensors))
-        if any(isinstance(d, torch.SymInt) for shape, _ in key[1] for d in shape):
-            # Tracing with dynamic shapes (torch.compile's fake tensors): symbolic sizes do not
-            # hash, and a symbolic signature is not worth caching.
-            types = self.source.out_types(spec, key[1])
-            self._check_aliases(key[1], types)
+        if getattr(self.source, "symbolic_shapes", False) and any(
+                isinstance(d, torch.SymInt) for t in tensors for d in t.shape):
+            # Traced with dynamic shapes (torch.compile's fake tensors), for a source whose output
+            # types follow its inputs' sizes: no specialization, and nothing to cache.
+            sig = _symbolic_signature(tensors)
+            types = self.source.out_types(spec, sig)
+            self._check_aliases(sig, types)
             return types
+        key = (spec, signature(tensors))
         types = self._types.get(key)
         if types is None:
             types = self.source.out_types(spec, key[1])

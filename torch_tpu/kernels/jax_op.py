@@ -289,7 +289,7 @@ class JaxOp:
                 spec = self._positional[len(args)] = self._split(args, kwargs)[1]
         else:
             tensors, spec = self._split(args, kwargs)
-        sig = tuple((t.shape, t.dtype) for t in tensors)
+        sig = signature_of(tensors)
         if self.input_output_aliases and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             raise RuntimeError(_no_autograd_message(self.name))
         if may_skip_dispatch(tensors):
@@ -298,7 +298,7 @@ class JaxOp:
             outs = self._kernel(tensors, spec)
         treedef = self._trees.get((spec, sig))
         if treedef is None:
-            treedef = self._trees[(spec, sig)] = self._source.out_tree(spec, signature_of(tensors))
+            treedef = self._trees[(spec, sig)] = self._source.out_tree(spec, sig)
         return jax.tree_util.tree_unflatten(treedef, list(outs))
 
     def _donations(self, tensors, spec, donated):
@@ -354,9 +354,19 @@ def jax_op(name, fn=None, *, static_argnums=(), static_argnames=(), donate_argnu
     def wrap(f):
         op = JaxOp(name, f, static_argnums, static_argnames, platform, aliases, donate)
 
+        def leaf(*args, **kwargs):
+            return op(*args, **kwargs)
+
+        # One node of the graph when Dynamo traces the decorated function itself
+        # (``torch.compile(my_jax_op)``): tracing into ``op`` would defer the registration of
+        # its call spec until after the graph, which the fake run inside it needs.
+        torch._dynamo.allow_in_graph(leaf)
+
         @functools.wraps(f)
         def call(*args, **kwargs):
-            if donate and not torch.compiler.is_compiling():
+            if torch.compiler.is_compiling():
+                return leaf(*args, **kwargs)
+            if donate:
                 # Asked here, before any other frame holds the arguments (see _donation.py).
                 held = [args[i] for i in donate if i < len(args) and _donation.held_only_by_call(args, i)]
                 consumable = [t for t in held if _donation.consumable(t)]

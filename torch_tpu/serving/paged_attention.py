@@ -60,6 +60,7 @@ def _f32(x):
 
 class _PagedDecodeSource:
     platform = None
+    symbolic_shapes = True  # out_types only copies input sizes
 
     def out_types(self, spec, sig):
         (groups, heads, _), _ = sig[0]

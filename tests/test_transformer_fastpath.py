@@ -184,9 +184,10 @@ def test_layer_not_batch_first_takes_the_slow_path_and_still_matches():
 
 # ---- nn.TransformerEncoder (nested tensors with a key padding mask) --------------------------------
 
-def encoder(norm_first=False, nested=True, layers=2):
+def encoder(norm_first=False, nested=True, layers=2, activation="relu"):
     torch.manual_seed(0)
-    layer = nn.TransformerEncoderLayer(E, HEADS, 16, dropout=0.0, batch_first=True, norm_first=norm_first)
+    layer = nn.TransformerEncoderLayer(E, HEADS, 16, dropout=0.0, batch_first=True, norm_first=norm_first,
+                                       activation=activation)
     return nn.TransformerEncoder(layer, layers, norm=nn.LayerNorm(E), enable_nested_tensor=nested)
 
 
@@ -256,10 +257,14 @@ def test_bad_input_is_a_clear_error():
 
 @pytest.mark.usefixtures("fresh_dynamo")
 @pytest.mark.parametrize("with_mask", [False, True])
-def test_compiled_encoder_compiles_once_and_replays(with_mask):
+@pytest.mark.parametrize("norm_first,activation", [(False, "relu"), (True, "gelu"), (True, "relu"),
+                                                   (False, nn.functional.gelu)])
+def test_compiled_encoder_compiles_once_and_replays(with_mask, norm_first, activation):
+    """Every option combination of the eval-mode encoder (pre- and post-norm, the activation as a
+    string or a function) compiles once and replays."""
     from torch_tpu.dynamo import graph_runner
 
-    model = encoder().eval()
+    model = encoder(norm_first=norm_first, activation=activation).eval()
     compiled = torch.compile(model.to("tpu"), backend="tpu")
     gen = torch.Generator().manual_seed(3)
     for step in range(3):

@@ -135,11 +135,8 @@ def _train(device, output_dir, monkeypatch, optim, learning_rate):
 
     # Accelerate keeps its device in a process-wide singleton; each run chooses again.
     AcceleratorState._reset_state(reset_partial_state=True)
-    if device == "tpu":
-        # Accelerate's device lists do not know tpu; this is its documented override.
-        monkeypatch.setenv("ACCELERATE_TORCH_DEVICE", "tpu")
-    else:
-        monkeypatch.delenv("ACCELERATE_TORCH_DEVICE", raising=False)
+    # No override: torch_tpu's accelerate hook makes accelerate pick tpu (use_cpu picks the CPU).
+    monkeypatch.delenv("ACCELERATE_TORCH_DEVICE", raising=False)
     ids = token_ids(4, 16, seed=3)
     dataset = [{"input_ids": row, "labels": row.clone()} for row in ids]
     args = transformers.TrainingArguments(

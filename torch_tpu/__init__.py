@@ -31,6 +31,7 @@ from . import distributed  # noqa: E402  (the tpu_dist backend of torch.distribu
 from . import execution_mode  # noqa: E402
 from . import _clean_exit  # noqa: E402,F401  (autograd device threads released before exit)
 from . import _multiprocessing  # noqa: E402
+from . import integrations  # noqa: E402,F401  (accelerate picks tpu)
 
 _multiprocessing.install()  # tpu tensors through torch.multiprocessing queues (as values)
 

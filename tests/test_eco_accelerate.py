@@ -1,0 +1,58 @@
+"""Hugging Face's Trainer and accelerate on tpu (torch_tpu/integrations/accelerate.py): with
+default arguments Trainer trains on tpu the way it trains on cuda, and its losses equal the same
+training on the CPU; use_cpu=True still means the CPU; the hook reaches accelerate whether it is
+imported before or after torch_tpu. Each case runs in a fresh interpreter (accelerate's state is
+process-wide)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("accelerate", reason="the accelerate tests need accelerate (requirements-test.txt)")
+pytest.importorskip("transformers", reason="the Trainer tests need transformers (requirements-test.txt)")
+
+_TRAIN = """
+import json, sys, tempfile, torch
+{first}
+import torch_tpu
+from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
+torch.manual_seed(0)
+model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                     num_attention_heads=2, num_key_value_heads=2))
+class Data(torch.utils.data.Dataset):
+    def __len__(self):
+        return 16
+    def __getitem__(self, i):
+        ids = (torch.arange(8) * (i + 3)) % 64
+        return {{"input_ids": ids, "labels": ids}}
+args = TrainingArguments(output_dir=tempfile.mkdtemp(), max_steps=3, per_device_train_batch_size=4, report_to=[],
+                         save_strategy="no", logging_steps=1, seed=0, data_seed=0, dataloader_num_workers=0,
+                         use_cpu={use_cpu})
+trainer = Trainer(model=model, args=args, train_dataset=Data())
+trainer.train()
+losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+print("RESULT " + json.dumps({{"args_device": str(args.device), "model_device": str(next(model.parameters()).device),
+                              "losses": losses}}))
+"""
+
+
+def _run(use_cpu=False, accelerate_first=False):
+    first = "import accelerate.state" if accelerate_first else ""
+    proc = subprocess.run([sys.executable, "-c", _TRAIN.format(first=first, use_cpu=use_cpu)], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    return json.loads(line[7:])
+
+
+@pytest.mark.parametrize("accelerate_first", [False, True])
+def test_trainer_with_default_arguments_trains_on_tpu_like_the_cpu(accelerate_first):
+    tpu = _run(accelerate_first=accelerate_first)
+    assert tpu["args_device"] == "tpu:0" and tpu["model_device"] == "tpu:0", tpu
+    cpu = _run(use_cpu=True)
+    assert cpu["args_device"] == "cpu" and cpu["model_device"] == "cpu", cpu
+    assert len(tpu["losses"]) == len(cpu["losses"]) == 3
+    for a, b in zip(tpu["losses"], cpu["losses"]):
+        assert abs(a - b) <= 1e-3 * max(1.0, abs(b)), (tpu["losses"], cpu["losses"])

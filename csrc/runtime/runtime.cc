@@ -184,13 +184,6 @@ int Runtime::device_count_or_zero() noexcept {
   }
 }
 
-bool Runtime::has_host_kernel(const std::string& name) const {
-  for (const std::string& k : host_kernels_) {
-    if (k == name) return true;
-  }
-  return false;
-}
-
 bool Runtime::created() noexcept { return g_runtime != nullptr; }
 
 bool Runtime::in_bad_fork() noexcept { return g_bad_fork.load(); }

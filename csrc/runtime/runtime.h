@@ -52,9 +52,7 @@ class Runtime {
   WorkTracker& tracker(int device);
   // A short identity of the plugin for cache keys and messages: "<platform> <version> (PJRT x.y)".
   const std::string& identity() const { return identity_; }
-  // Whether the host kernel `name` (host_kernels/registry.h) is registered with the plugin: the
-  // lowerings that have one use it on the CPU plugin.
-  bool has_host_kernel(const std::string& name) const;
+  // The host kernels (host_kernels/registry.h) registered with the plugin: the CPU plugin's.
   const std::vector<std::string>& host_kernels() const { return host_kernels_; }
 
  private:

@@ -7,7 +7,7 @@ runs a kernel that reads the cache blocks where they lie, the step uses it inste
 
 * on the XLA CPU plugin, the host kernel ``torch_tpu_paged_decode_attention`` (C++, registered
   with the plugin as a typed FFI custom call; ``csrc/host_kernels/``). It reads only the tokens
-  each request has (not the padded window), one (request, kv head) per task over every core,
+  each request has (not the padded window), one request per task over every core,
   with an online softmax in float32;
 * elsewhere (TPU and GPU plugins) nothing yet: ``available()`` is False and the engines keep the
   portable formulation. A Pallas kernel per plugin is the place to add one.
@@ -45,8 +45,10 @@ def reads_in_place(max_rows: int, max_blocks: int) -> bool:
     return available() and max_rows * bucket(max_blocks) <= 65536
 
 
-def _spec(scale, soft_cap, window, k_offset, v_offset, v_dim):
-    return f"{scale!r};{soft_cap!r};{window};{k_offset};{v_offset};{v_dim}"
+def _spec_of(q, *, scale, soft_cap=None, window=None, k_offset=0, v_offset=0, v_dim=None):
+    """The call's options as the op's spec string (the one normalisation of its defaults)."""
+    v_dim = q.shape[-1] if v_dim is None else v_dim
+    return f"{float(scale)!r};{float(soft_cap or 0.0)!r};{int(window or 0)};{int(k_offset)};{int(v_offset)};{int(v_dim)}"
 
 
 def _parse(spec):
@@ -101,19 +103,16 @@ def reference(q, k, v, table, position, scale, soft_cap, window, k_offset, v_off
 def decode_attention(q, k, v, table, position, **options):
     """What the engines call for a group of decoding requests: the kernel where the plugin has
     one, the portable formulation (on the device) elsewhere. Arguments as ``paged_decode_attention``."""
+    spec = _spec_of(q, **options)
     if available():
-        return paged_decode_attention(q, k, v, table, position, **options)
-    v_dim = options.get("v_dim") or q.shape[-1]
-    return reference(q, k, v, table, position, options["scale"], options.get("soft_cap") or 0.0,
-                     options.get("window") or 0, options.get("k_offset", 0), options.get("v_offset", 0), v_dim)
+        return _kernel([q, k, v, table, position], spec)[0]
+    return reference(q, k, v, table, position, *_parse(spec))
 
 
-def paged_decode_attention(q, k, v, table, position, *, scale, soft_cap=None, window=None,
-                           k_offset=0, v_offset=0, v_dim=None):
+def paged_decode_attention(q, k, v, table, position, **options):
     """q [G, H, Dk]; k, v [blocks, block_size, kv_heads, width] (the cache; the key of a token is
     ``k[..., k_offset:k_offset + Dk]``, its value ``v[..., v_offset:v_offset + v_dim]``; vLLM passes
     its one K|V buffer twice); table [G, K] the requests' blocks; position [G] each query's
-    position. Returns [G, H, v_dim] float32: attention over keys 0..position (within ``window``)."""
-    v_dim = q.shape[-1] if v_dim is None else v_dim
-    spec = _spec(float(scale), float(soft_cap or 0.0), int(window or 0), int(k_offset), int(v_offset), int(v_dim))
-    return _kernel([q, k, v, table, position], spec)[0]
+    position. Options: scale, soft_cap, window, k_offset, v_offset, v_dim (default Dk). Returns
+    [G, H, v_dim] float32: attention over keys 0..position (within ``window``)."""
+    return _kernel([q, k, v, table, position], _spec_of(q, **options))[0]

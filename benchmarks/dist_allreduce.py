@@ -1,7 +1,7 @@
-"""all_reduce bus bandwidth on 2 ranks, float32 tensors of 1 KB to 64 MB: tpu_dist against Gloo on
+"""all_reduce bus bandwidth on 2 ranks, float32 tensors of 1 KB to 256 MB: tpu_dist against Gloo on
 CPU tensors, side by side.
 
-    python benchmarks/dist_allreduce.py [--rounds R] [--max-mb 64]
+    python benchmarks/dist_allreduce.py [--rounds R] [--max-mb 256]
 
 * Processes (how the XLA CPU plugin runs ranks across processes): two processes in one
   ``"cpu:gloo,tpu:tpu_dist"`` process group, so Gloo on CPU tensors and tpu_dist's host transport
@@ -33,7 +33,7 @@ import torch.multiprocessing as mp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-SIZES = [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
+SIZES = [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20]
 
 
 def _iters(size):
@@ -105,7 +105,7 @@ def _label(size):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--max-mb", type=int, default=64)
+    parser.add_argument("--max-mb", type=int, default=256)
     args = parser.parse_args()
     sizes = [s for s in SIZES if s <= args.max_mb << 20]
 

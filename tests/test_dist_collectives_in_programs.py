@@ -11,6 +11,8 @@ graph is still cut at each collective. The cases the issue names: a compiled ten
 (whose collectives stay in FSDP's hooks, between the compiled blocks) and spmd_safe inside
 compiled code."""
 
+import contextlib
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -168,6 +170,48 @@ def test_a_broken_promise_is_a_clear_error_not_a_hang():
     with pytest.raises(RuntimeError, match="different programs with collectives"):
         _fused(_broken_promise, timeout=60)
     assert time.monotonic() - start < 30
+
+
+def _regions_and_cuts(rank, world_size, steps, n, layers):
+    from torch.tpu.distributed import spmd_safe
+
+    g = torch.Generator().manual_seed(rank)
+    w = [(torch.randn(n, n, generator=g) / n ** 0.5).to("tpu") for _ in range(layers)]
+    x = torch.randn(n, n, generator=g).to("tpu")
+    total = torch.zeros(n).to("tpu")
+    for i in range(steps):
+        # Entering and leaving a region (and a collective outside one) flushes every device's
+        # graph, while the other rank records its region's ops and launches them - meeting this
+        # rank - under its graph's lock: the flush must never wait for that lock.
+        in_region = i % 2 == 0
+        with spmd_safe() if in_region else contextlib.nullcontext():
+            h = x
+            for m in w:
+                h = torch.tanh(h @ m)
+            s = h.sum(dim=0)
+            dist.all_reduce(s)
+        total += s
+        if i % 4 == 3:
+            total.cpu()
+            dist.barrier()
+    return total.cpu(), [m.cpu() for m in w], x.cpu()
+
+
+def test_ranks_entering_regions_while_the_other_launches_never_deadlock():
+    import time
+
+    steps, n, layers = 120, 128, 60
+    start = time.monotonic()
+    results = _fused(_regions_and_cuts, steps, n, layers, timeout=60)
+    assert time.monotonic() - start < 50
+    expected = 0
+    for _, w, x in results:
+        h = x
+        for m in w:
+            h = torch.tanh(h @ m)
+        expected = expected + h.sum(dim=0)
+    for total, _, _ in results:
+        torch.testing.assert_close(total, expected * steps, rtol=1e-4, atol=1e-3)
 
 
 def _compile_threads(fn, *args, timeout=180):

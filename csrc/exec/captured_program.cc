@@ -1,18 +1,10 @@
 #include "exec/captured_program.h"
 
-#include <atomic>
-
 #include "exec/program_cache.h"
 #include "exec/replica_group.h"
 #include "runtime/launch_queue.h"
 
 namespace tpu::exec {
-
-namespace {
-std::atomic<int64_t> donated{0};
-}  // namespace
-
-int64_t donated_buffers() { return donated.load(std::memory_order_relaxed); }
 
 std::vector<std::shared_ptr<pjrt::Buffer>> run_program(
     const std::shared_ptr<pjrt::LoadedExecutable>& exe, int device,
@@ -32,7 +24,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> run_program(
   // tracker's while the previous program still defines it (the next step of a serving loop
   // takes over the KV cache the step before is still writing; PJRT orders the two).
   for (int p : donatable) {
-    if (params[p].use_count() - params[p]->defining_holds() > 2) launch.non_donatable.push_back(p);
+    if (!pjrt::donatable(params[p], 2)) launch.non_donatable.push_back(p);
   }
   launch.exe = exe;
   launch.device = device;
@@ -56,8 +48,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> run_program(
   } else {
     runtime::launch_now(launch);  // throws, naming `label`, when PJRT refuses it
   }
-  ProgramCache::get().count_execution();
-  donated.fetch_add(donated_now, std::memory_order_relaxed);
+  ProgramCache::get().count_execution(donated_now);
   return outputs;
 }
 

@@ -65,7 +65,4 @@ std::vector<std::shared_ptr<pjrt::Buffer>> run_program(
     std::vector<std::shared_ptr<pjrt::Buffer>> scalars, const std::vector<int>& donatable,
     const char* label, const GroupLaunch& collectives = {});
 
-// How many parameter buffers run_program has donated (reused for outputs) so far.
-int64_t donated_buffers();
-
 }  // namespace tpu::exec

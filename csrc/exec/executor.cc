@@ -102,16 +102,19 @@ std::vector<FreshOutput> Executor::run(const OpCall& call) {
       owners.push_back(programs_.scalar(call.device, runtime_value(call, arg)));
     }
   }
-  // A buffer can be donated only when the storage and this call hold the sole references.
+  // A buffer can be donated only when the storage and this call hold the sole references - apart
+  // from the tracker's while the program before still produces it (back-to-back in-place ops and
+  // collectives take over the buffer the previous one is writing; PJRT orders the two).
   std::vector<int64_t> non_donatable;
   for (int slot : plan.donatable_args) {
-    if (layout.slots[slot].contents.buffer.use_count() > 3) non_donatable.push_back(slot);
+    if (!pjrt::donatable(layout.slots[slot].contents.buffer, 3)) non_donatable.push_back(slot);
   }
   if (record_last_.load(std::memory_order_relaxed) && plan.donatable_args.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
     last_ = LastRun{exe, owners, call.device};
   }
   layout.slots.clear();  // the launch holds the sole extra references now
+  const auto donated = static_cast<int64_t>(plan.donatable_args.size() - non_donatable.size());
 
   // The outputs are promised now and produced by the launch (runtime/launch_queue.h).
   runtime::Launch launch;
@@ -139,7 +142,7 @@ std::vector<FreshOutput> Executor::run(const OpCall& call) {
   } else {
     runtime::LaunchQueue::get().push(std::move(launch));
   }
-  programs_.count_execution();
+  programs_.count_execution(donated);
   if (mode == EagerMode::kDebug) rt.tracker(call.device).synchronize();
   return fresh;
 }

@@ -1,6 +1,7 @@
 #include "exec/fused_graph.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <optional>
 #include <stdexcept>
@@ -322,8 +323,19 @@ void FusedGraph::flush_unless_foreign() {
     const std::thread::id owner = owner_.load(std::memory_order_acquire);
     return owner != std::thread::id() && owner != std::this_thread::get_id();
   };
-  if (foreign()) return;
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  // Never wait on the lock while the graph may become another thread's: that thread can take the
+  // lock, record a collective and hold the lock while it meets the other ranks - one of which may
+  // be this thread, waiting here. So: try the lock, and look again whose the graph is between tries.
+  std::unique_lock<std::recursive_mutex> lock(mu_, std::defer_lock);
+  for (int tries = 0;; ++tries) {
+    if (foreign()) return;
+    if (lock.try_lock()) break;
+    if (tries < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));  // the holder may be compiling
+    }
+  }
   if (foreign()) return;
   flush_locked();
 }

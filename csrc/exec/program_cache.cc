@@ -103,6 +103,7 @@ ProgramCacheStats ProgramCache::stats() const {
   s.signature_hits = signature_hits_;
   s.signature_misses = signature_misses_;
   s.executions = executions_.load(std::memory_order_relaxed);
+  s.donated_buffers = donated_.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -57,6 +57,7 @@ struct GraphProgram {
 
 struct ProgramCacheStats {
   int64_t executions = 0;        // programs enqueued (per-op, fused, compiled graphs)
+  int64_t donated_buffers = 0;   // argument buffers those executions took over for their outputs
   int64_t signature_hits = 0;    // per-op calls that found their program without building it
   int64_t signature_misses = 0;  // per-op calls that built a program
 };
@@ -108,7 +109,11 @@ class ProgramCache {
   ScalarCache& scalars() { return scalars_; }
   ShapeChurn& churn() { return churn_; }
 
-  void count_execution() { executions_.fetch_add(1, std::memory_order_relaxed); }
+  // One program enqueued, which took over (donated) `donated` of its argument buffers.
+  void count_execution(int64_t donated = 0) {
+    executions_.fetch_add(1, std::memory_order_relaxed);
+    donated_.fetch_add(donated, std::memory_order_relaxed);
+  }
   ProgramCacheStats stats() const;
   // Forgets every program (per-op and graph) and the memory tier; with `disk`, the disk tier too.
   void clear(bool disk);
@@ -132,6 +137,7 @@ class ProgramCache {
   int64_t signature_hits_ = 0;
   int64_t signature_misses_ = 0;
   std::atomic<int64_t> executions_{0};
+  std::atomic<int64_t> donated_{0};
 };
 
 }  // namespace tpu::exec

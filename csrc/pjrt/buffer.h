@@ -87,4 +87,10 @@ struct DestroyCallStats {
 };
 DestroyCallStats destroy_call_stats_on_this_thread();
 
+// Whether a program may take (donate) `b`: nothing holds it besides the `expected` references its
+// caller knows of and in-flight executions that produce it.
+inline bool donatable(const std::shared_ptr<Buffer>& b, long expected) {
+  return b.use_count() - b->defining_holds() <= expected;
+}
+
 }  // namespace tpu::pjrt

@@ -93,6 +93,7 @@ py::dict cache_stats() {
   d["compile_seconds"] = c.compile_seconds;
   d["entries"] = c.entries;
   d["executions"] = e.executions;
+  d["donated_buffers"] = e.donated_buffers;
   d["disk_loads"] = c.disk_loads;
   d["disk_load_seconds"] = c.disk_load_seconds;
   d["disk_writes"] = c.disk.writes;
@@ -111,7 +112,6 @@ py::dict cache_stats() {
   d["fused_split_reads"] = f.split_reads;
   d["collectives_in_graphs"] = f.collectives_recorded;
   d["graphs_with_collectives"] = f.graphs_with_collectives;
-  d["donated_buffers"] = exec::donated_buffers();
   return d;
 }
 

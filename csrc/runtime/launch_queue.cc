@@ -106,6 +106,8 @@ void LaunchQueue::push(Launch launch) {
     done_cv_.wait(lock, [&] { return pushed_ - finished_.load() <= kMaxQueued / 2; });
     --waiters_;
   }
+  launch.queued = true;
+  for (size_t i = launch.num_args; i < launch.buffers.size(); ++i) launch.buffers[i]->hold_while_defined();
   queue_.push_back(std::move(launch));
   ++pushed_;
   pushed_count.fetch_add(1, std::memory_order_release);
@@ -183,6 +185,11 @@ std::shared_ptr<pjrt::Event> launch_now(Launch& launch) {
   const size_t num_outputs = launch.buffers.size() - launch.num_args;
   const bool traced = profiler::tracing();
   const int64_t launch_ns = traced ? profiler::now_ns() : 0;
+  auto end_queue_holds = [&] {  // the tracker holds the outputs from here (or they failed)
+    if (!launch.queued) return;
+    launch.queued = false;
+    for (size_t i = 0; i < num_outputs; ++i) launch.buffers[launch.num_args + i]->release_defined_hold();
+  };
   try {
     args.clear();
     for (size_t i = 0; i < launch.num_args; ++i) args.push_back(launch.buffers[i]->raw());
@@ -200,9 +207,11 @@ std::shared_ptr<pjrt::Event> launch_now(Launch& launch) {
     const std::string message =
         is_device_error_message(what) ? what : device_error_message(launch.label, what);
     for (size_t i = 0; i < num_outputs; ++i) launch.buffers[launch.num_args + i]->fail(message);
+    end_queue_holds();
     throw std::runtime_error(message);
   }
   for (size_t i = 0; i < num_outputs; ++i) launch.buffers[launch.num_args + i]->fulfil(outputs[i]);
+  end_queue_holds();
   if (done == nullptr) return nullptr;
   auto event = std::make_shared<pjrt::Event>(launch.exe->api(), done);
   if (traced) trace_execution(*event, launch, launch_ns);

@@ -38,6 +38,9 @@ struct Launch {
   uint64_t correlation = 0;  // while profiling: the CPU op that queued it (profiler/trace_hooks.h)
   // A program with collectives: the id every rank's part of this launch passes to PJRT (0: none).
   int launch_id = 0;
+  // Queued: its outputs count as held while defined (pjrt::Buffer::defining_holds) from the push
+  // until the tracker takes them, so the next op may take one over (PJRT orders the two).
+  bool queued = false;
 };
 
 // Hands `launch` to PJRT on the calling thread now: fulfils its outputs and gives the completion

@@ -16,7 +16,8 @@ def compilation_cache_stats():
     ``fused_graphs_run``, ``fused_graph_compiles``, ``fused_graph_replays``,
     ``fused_flushes_by_repeat``, ``fused_flushes_by_size`` and ``fused_split_reads`` (flushes
     for a host read run as the read value's dependencies, then the rest); ``donated_buffers`` (input
-    buffers that fused graphs and compiled graphs reused for their outputs).
+    buffers that programs - per-op, fused graphs, compiled graphs, collectives - took over for
+    their outputs, including one the program before is still writing).
     """
     return dict(_C._compilation_cache_stats())
 

@@ -1,6 +1,6 @@
 """The benchmark zoo's models (benchmarks/zoo.py): ten kinds of model at two sizes, written the way
 a user writes them (plain torch.nn, no tuning for this backend), plus models from real libraries
-where they are installed.
+where they are installed (Transformers' BERT and GPT-2, a Diffusers UNet, TorchRec's DLRM).
 
 Each entry builds ``(model, inputs, target, loss_fn)`` for a size ("small" or "medium") from a
 seeded generator; every contender trains its own copy from the same weights on the same batch.
@@ -274,9 +274,29 @@ def diffusers_unet(size, g):
     return model, (x, timesteps), x * 0.5, lambda o, t: _mse(o.sample if hasattr(o, "sample") else o, t)
 
 
+def torchrec_dlrm(size, g):
+    from torchrec import EmbeddingBagCollection, EmbeddingBagConfig, KeyedJaggedTensor
+    from torchrec.models.dlrm import DLRM
+
+    tables, rows, d, batch = {"small": (4, 1000, 16, 64), "medium": (8, 10000, 64, 256)}[size]
+    keys = [f"f{i}" for i in range(tables)]
+    configs = [EmbeddingBagConfig(name=f"t{i}", embedding_dim=d, num_embeddings=rows, feature_names=[k])
+               for i, k in enumerate(keys)]
+    ebc = EmbeddingBagCollection(tables=configs, device=torch.device("cpu"))
+    model = DLRM(embedding_bag_collection=ebc, dense_in_features=13, dense_arch_layer_sizes=[4 * d, d],
+                 over_arch_layer_sizes=[4 * d, 1])
+    lengths = torch.randint(0, 5, (tables * batch,), generator=g)
+    values = torch.randint(0, rows, (int(lengths.sum()),), generator=g)
+    features = KeyedJaggedTensor(keys=keys, values=values, lengths=lengths)
+    target = torch.randint(0, 2, (batch,), generator=g).float()
+    return (model, (torch.randn(batch, 13, generator=g), features), target,
+            lambda o, t: F.binary_cross_entropy_with_logits(o.squeeze(-1), t))
+
+
 MODELS = {"mlp": mlp, "cnn": cnn, "vit": vit, "lstm": lstm, "gpt": gpt, "bert": bert, "unet": unet,
           "dlrm": dlrm, "moe": moe, "llama": llama}
-LIBRARY_MODELS = {"hf_bert": hf_bert, "hf_gpt2": hf_gpt2, "diffusers_unet": diffusers_unet}
+LIBRARY_MODELS = {"hf_bert": hf_bert, "hf_gpt2": hf_gpt2, "diffusers_unet": diffusers_unet,
+                  "torchrec_dlrm": torchrec_dlrm}
 SIZES = ("small", "medium")
 
 
@@ -284,7 +304,8 @@ def available():
     """Every model this machine can build: the ten, and the library ones whose package imports."""
     names = dict(MODELS)
     for name, build in LIBRARY_MODELS.items():
-        package = {"hf_bert": "transformers", "hf_gpt2": "transformers", "diffusers_unet": "diffusers"}[name]
+        package = {"hf_bert": "transformers", "hf_gpt2": "transformers", "diffusers_unet": "diffusers",
+                   "torchrec_dlrm": "torchrec"}[name]
         try:
             __import__(package)
         except Exception:  # noqa: BLE001 - not installed, or broken: skip it

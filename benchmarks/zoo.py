@@ -147,7 +147,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
-    parser.add_argument("--models", default=",".join(zoo_models.available()))
+    parser.add_argument("--models", default=",".join(zoo_models.available()),
+                        help="comma-separated; name:size runs one size only")
     parser.add_argument("--sizes", default=",".join(zoo_models.SIZES))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--round-seconds", type=float, default=0.5)
@@ -162,7 +163,9 @@ def main():
 
     from tqdm import tqdm
 
-    configs = [(m, s) for m in args.models.split(",") for s in args.sizes.split(",")]
+    # "name" runs at every size of --sizes, "name:size" at that size only
+    configs = [tuple(m.split(":")) if ":" in m else (m, s) for m in args.models.split(",")
+               for s in ([None] if ":" in m else args.sizes.split(","))]
     results = {}
     with tempfile.TemporaryDirectory(prefix="zoo_") as tmp:
         for name, size in tqdm(configs, desc="zoo", unit="model"):
@@ -219,23 +222,31 @@ def main():
         "contender after a warm-up round of the same loop; the loss read every K steps (rK) and after "
         "each round. AdamW (foreach; capturable when compiled) on a fixed batch, float32.",
         "Loss check: the first three steps of every contender against CPU eager's (relative difference).",
-        "", "Run: `.venv/bin/python benchmarks/zoo.py` (about 40 minutes on 2 cores).",
+        "", "Run: `.venv/bin/python benchmarks/zoo.py " + " ".join(sys.argv[1:]) + "` (about 20-40 minutes on 2 "
+        "cores).",
     ]
     from _results import RESULTS, write
-    from _svg_plot import line_chart
 
     write("zoo", "Benchmark zoo: every execution mode on models nobody tuned for",
           {"results": results, "summary": summary, "rounds": args.rounds, "round_seconds": args.round_seconds},
           rows, notes)
+    plot(summary, os.path.join(RESULTS, "zoo.svg"))
+
+
+def plot(summary, path):
+    """The speed ratios per model, with parity at 1 (the chart's axes are logarithmic: the models
+    sit at 2**i so they are evenly spaced)."""
+    from _svg_plot import line_chart
+
     keys = list(summary)
-    series = {label: [(i, summary[k][key]) for i, k in enumerate(keys) if summary[k][key] is not None]
+    series = {label: [(2 ** i, summary[k][key]) for i, k in enumerate(keys) if summary[k][key] is not None]
               for label, key in (("Fused/Strict r1", "fused_over_strict_r1"),
                                  ("Fused/Strict r10", "fused_over_strict_r10"),
                                  ("Fused/Strict r100", "fused_over_strict_r100"),
                                  ("compiled/Inductor", "compiled_over_inductor"))}
-    series["parity"] = [(0, 1.0), (max(len(keys) - 1, 1), 1.0)]
-    line_chart(os.path.join(RESULTS, "zoo.svg"), "Benchmark zoo: speed ratios (above 1: the first is faster)",
-               "model", "speed ratio", series, x_ticks=[(i, k) for i, k in enumerate(keys)])
+    series["parity"] = [(1, 1.0), (2 ** max(len(keys) - 1, 1), 1.0)]
+    line_chart(path, "Benchmark zoo: speed ratios (above 1: the first is faster)", "model", "speed ratio",
+               series, x_ticks=[(2 ** i, k) for i, k in enumerate(keys)])
 
 
 if __name__ == "__main__":

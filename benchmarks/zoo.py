@@ -50,7 +50,6 @@ class Contender:
         self.target = target.to(device)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, foreach=True,
                                      capturable=self.kind == "compile")
-        loss_fn = loss_fn
 
         def body():
             self.opt.zero_grad(set_to_none=True)

@@ -100,12 +100,13 @@ class _Decoder(nn.Module):
                                            norm_first=True)
         self.blocks = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(d)
-        self.mask = nn.Transformer.generate_square_subsequent_mask(seq)
+        # a buffer, so it moves with the model (no host-to-device copy per step)
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(seq), persistent=False)
 
     def forward(self, tokens):
         t = tokens.shape[1]
         h = self.tok(tokens) + self.pos(torch.arange(t, device=tokens.device))
-        h = self.blocks(h, mask=self.mask.to(tokens.device), is_causal=True)
+        h = self.blocks(h, mask=self.mask, is_causal=True)
         return self.norm(h) @ self.tok.weight.t()
 
 
@@ -177,7 +178,7 @@ class _DLRM(nn.Module):
         self.tables = nn.ModuleList(nn.EmbeddingBag(rows, d, mode="sum") for _ in range(tables))
         n = tables + 1
         self.top = nn.Sequential(nn.Linear(d + n * (n - 1) // 2, 4 * d), nn.ReLU(), nn.Linear(4 * d, 1))
-        self.pairs = torch.triu_indices(n, n, offset=1)
+        self.register_buffer("pairs", torch.triu_indices(n, n, offset=1), persistent=False)
 
     def forward(self, dense, ids, offsets):
         x = self.bottom(dense)

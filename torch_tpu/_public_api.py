@@ -3,7 +3,7 @@ where the name lives and its stage.
 
 ``install()`` (run by ``import torch_tpu``) makes ``torch.tpu`` (the device module,
 ``torch_tpu.tpu``) and its public submodules (``torch.tpu.compiler``, ``.ops``, ``.distributed``,
-``.optimizers``, ``.pallas``) answer exactly these names: each is imported from its home on first
+``.optimizers``, ``.pallas``, ``.profiler``) answer exactly these names: each is imported from its home on first
 use (so ``import torch_tpu`` stays cheap) and then cached on the module; a ``Property`` is a
 settable attribute (``torch.tpu.eager_mode = ...``). The submodules are registered in
 ``sys.modules``, so ``import torch.tpu.ops`` and ``from torch.tpu.compiler import ...`` work.
@@ -135,6 +135,9 @@ PUBLIC = {
         "jax_op": ("torch_tpu.kernels:jax_op", STABLE),
         "stablehlo_op": ("torch_tpu.kernels:stablehlo_op", STABLE),
     },
+    "torch.tpu.profiler": {
+        "TpuProfilerConfig": ("torch_tpu.profiler.config:TpuProfilerConfig", EXPERIMENTAL),
+    },
 }
 
 DOCS = {
@@ -143,6 +146,7 @@ DOCS = {
     "torch.tpu.ops": "Ops beyond ATen: barriers, pooling without indices, jagged helpers, collectives.",
     "torch.tpu.optimizers": "Functional optimizers and SingleTraceTrainer: a whole training step as one program.",
     "torch.tpu.pallas": "Custom kernels from JAX / Pallas and StableHLO (JAX is imported on first use).",
+    "torch.tpu.profiler": "Options of the tpu trace for torch.profiler (TpuProfilerConfig).",
 }
 
 

@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <utility>
+
+#include <unistd.h>
 
 #include <kineto/output_base.h>  // ActivityLogger
 
+#include "profiler/trace_file.h"
 #include "profiler/trace_recorder.h"
 
 namespace tpu::profiler {
@@ -74,13 +78,20 @@ const std::set<ActivityType>& TpuActivityProfiler::availableActivities() const {
 }
 
 std::unique_ptr<libkineto::IActivityProfilerSession> TpuActivityProfiler::configure(
-    const std::set<ActivityType>& activity_types, const libkineto::Config&) {
+    const std::set<ActivityType>& activity_types, const libkineto::Config& config) {
+  ProfilerOptions options;
+  std::vector<std::string> errors;
+  try {
+    options = parse_profiler_options(config.getCustomConfig());
+  } catch (const std::exception& e) {
+    errors.emplace_back(e.what());
+  }
   // ProfilerActivity.PrivateUse1 asks for CONCURRENT_KERNEL (device programs) and
   // PRIVATEUSE1_RUNTIME; ProfilerActivity.CPU alone asks for PRIVATEUSE1_RUNTIME only.
-  const bool device = activity_types.count(ActivityType::CONCURRENT_KERNEL) > 0;
-  const bool runtime = activity_types.count(ActivityType::PRIVATEUSE1_RUNTIME) > 0;
-  if (!device && !runtime) return nullptr;
-  return std::make_unique<TpuProfilerSession>(device, runtime);
+  const bool device = activity_types.count(ActivityType::CONCURRENT_KERNEL) > 0 && options.device_tracer_level > 0;
+  const bool runtime = activity_types.count(ActivityType::PRIVATEUSE1_RUNTIME) > 0 && options.host_tracer_level > 0;
+  if (!device && !runtime && options.run_dir.empty()) return nullptr;
+  return std::make_unique<TpuProfilerSession>(device, runtime, std::move(options), std::move(errors));
 }
 
 std::unique_ptr<libkineto::IActivityProfilerSession> TpuActivityProfiler::configure(
@@ -90,9 +101,12 @@ std::unique_ptr<libkineto::IActivityProfilerSession> TpuActivityProfiler::config
 
 // ---- TpuProfilerSession -------------------------------------------------------------------
 
-TpuProfilerSession::TpuProfilerSession(bool device_activities, bool runtime_activities)
+TpuProfilerSession::TpuProfilerSession(bool device_activities, bool runtime_activities,
+                                       ProfilerOptions options, std::vector<std::string> errors)
     : device_activities_(device_activities),
       runtime_activities_(runtime_activities),
+      options_(std::move(options)),
+      errors_(std::move(errors)),
       buffer_(std::make_unique<libkineto::CpuTraceBuffer>()) {
   buffer_->span = libkineto::TraceSpan(0, 0, "tpu");
   buffer_->span.iteration = 0;
@@ -130,6 +144,12 @@ void TpuProfilerSession::processTrace(libkineto::ActivityLogger& logger,
                                       int64_t start_ns, int64_t end_ns) {
   if (end_ns <= 0) end_ns = std::numeric_limits<int64_t>::max();
   Recorded recorded = TraceRecorder::get().take();
+  if (!options_.run_dir.empty()) {
+    char host[256] = "host";
+    ::gethostname(host, sizeof host - 1);
+    const std::string problem = write_trace_file(options_.trace_path(host), recorded, start_ns, end_ns, options_);
+    if (!problem.empty()) errors_.push_back(problem);
+  }
   auto linked = [&](uint64_t correlation) -> const libkineto::ITraceActivity* {
     if (correlation == 0 || !linked_activity) return nullptr;
     return linked_activity(static_cast<int32_t>(correlation));

@@ -9,6 +9,10 @@
 //   * compiles ("tpu::compile <program>") and compilation-cache hits ("tpu::cache_hit") as
 //     CPU-side runtime activities (PRIVATEUSE1_RUNTIME) on the thread that looked the program up.
 //
+// torch.tpu.profiler.TpuProfilerConfig (profiler/profiler_options.h) turns either kind off
+// (device_tracer_level / host_tracer_level 0) and, with run_dir, also writes the tpu trace to a
+// file there (profiler/trace_file.h).
+//
 // The runtime reports to profiler::TraceRecorder only between start() and stop().
 #pragma once
 
@@ -18,6 +22,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include "profiler/profiler_options.h"
 
 namespace tpu::profiler {
 
@@ -34,11 +40,12 @@ class TpuActivityProfiler final : public libkineto::IActivityProfiler {
 
 class TpuProfilerSession final : public libkineto::IActivityProfilerSession {
  public:
-  TpuProfilerSession(bool device_activities, bool runtime_activities);
+  TpuProfilerSession(bool device_activities, bool runtime_activities, ProfilerOptions options,
+                     std::vector<std::string> errors);
 
   void start() override;
   void stop() override;
-  std::vector<std::string> errors() override { return {}; }
+  std::vector<std::string> errors() override { return errors_; }
   void processTrace(libkineto::ActivityLogger& logger) override;
   void processTrace(libkineto::ActivityLogger& logger,
                     libkineto::getLinkedActivityCallback linked_activity, int64_t start_ns,
@@ -57,6 +64,8 @@ class TpuProfilerSession final : public libkineto::IActivityProfilerSession {
 
   bool device_activities_;
   bool runtime_activities_;
+  ProfilerOptions options_;
+  std::vector<std::string> errors_;
   // Owns the activities handed to the logger (Kineto keeps pointers to them) until
   // getTraceBuffer() passes it on to the trace.
   std::unique_ptr<libkineto::CpuTraceBuffer> buffer_;

@@ -1,0 +1,5 @@
+"""Profiler options for the tpu device (``torch.tpu.profiler``)."""
+
+from .config import TpuProfilerConfig
+
+__all__ = ["TpuProfilerConfig"]

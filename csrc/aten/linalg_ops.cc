@@ -9,9 +9,12 @@
 namespace tpu::aten {
 namespace {
 
+// The operands share one dtype the CPU has matrix products for (not bool: its NotImplementedError).
 void check_same_dtype(const at::Tensor& a, const at::Tensor& b, const char* what) {
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), "expected ", what, " to have the same dtype, but got: ",
               a.scalar_type(), " != ", b.scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(a.scalar_type() != at::kBool || a.numel() == 0 || b.numel() == 0,
+                              "matrix products are not implemented for 'Bool'");
 }
 
 at::Tensor k_mm(const at::Tensor& self, const at::Tensor& mat2) {
@@ -47,6 +50,7 @@ at::Tensor& k_mv_out(const at::Tensor& self, const at::Tensor& vec, at::Tensor& 
 at::Tensor k_dot(const at::Tensor& self, const at::Tensor& other) {
   TORCH_CHECK(self.scalar_type() == other.scalar_type(), "dot : expected both vectors to have same dtype, but found ",
               self.scalar_type(), " and ", other.scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"dot\" not implemented for 'Bool'");
   OpRunner r("dot", "aten::dot");
   mark_matmul_precision(r, self.scalar_type());
   return r.input(self).input(other).run1();

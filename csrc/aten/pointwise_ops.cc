@@ -33,7 +33,39 @@ struct Spec {
   Promote promote = Promote::kCommon;
   bool bool_result = false;  // the natural output dtype is bool
   uint32_t mask_args = 0;    // bit i: schema argument i is a condition/mask (bool, no promotion)
+  // The compute dtypes the CPU has kernels for; others are its NotImplementedError.
+  enum class Dtypes : uint8_t { kAll, kIntegral, kIntegralNoBool, kNoBool, kFloating } dtypes = Dtypes::kAll;
+  bool divides = false;  // argument 1 divides argument 0: an integral division by zero raises
 };
+using Dtypes = Spec::Dtypes;
+
+// A spec whose op the CPU implements for `dtypes` only (the same error here).
+constexpr Spec only(const char* lowering, Dtypes dtypes) {
+  Spec s{lowering};
+  s.dtypes = dtypes;
+  return s;
+}
+constexpr Spec integral(const char* lowering) { return only(lowering, Dtypes::kIntegral); }
+constexpr Spec shift(const char* lowering) { return only(lowering, Dtypes::kIntegralNoBool); }
+constexpr Spec no_bool(const char* lowering) { return only(lowering, Dtypes::kNoBool); }
+// remainder, fmod, floor_divide: no bool, and an integral division by a Python zero raises as on
+// the CPU. (A zero inside a divisor tensor is not checked: that needs the device's verdict.)
+constexpr Spec division(const char* lowering) {
+  Spec s = no_bool(lowering);
+  s.divides = true;
+  return s;
+}
+
+bool supports(Dtypes dtypes, at::ScalarType t) {
+  switch (dtypes) {
+    case Dtypes::kAll: return true;
+    case Dtypes::kIntegral: return c10::isIntegralType(t, /*includeBool=*/true);
+    case Dtypes::kIntegralNoBool: return c10::isIntegralType(t, /*includeBool=*/false);
+    case Dtypes::kNoBool: return t != at::kBool;
+    case Dtypes::kFloating: return c10::isFloatingType(t);
+  }
+  return true;
+}
 
 struct Entry {
   const char* overload;  // "exp.out"
@@ -61,10 +93,10 @@ const Entry kEntries[] = {
     {"logit.out", {"logit", Promote::kFloat}},     {"logit", {"logit", Promote::kFloat}},
     {"logit_", {"logit", Promote::kFloat}},      {"reciprocal.out", {"reciprocal", Promote::kFloat}},
     // unary, dtype kept
-    {"abs.out", {"abs"}},                 {"ceil.out", {"ceil"}},            {"floor.out", {"floor"}},
-    {"round.out", {"round"}},             {"round.decimals_out", {"round"}}, {"trunc.out", {"trunc"}},
-    {"frac.out", {"frac"}},               {"sign.out", {"sign"}},            {"sgn.out", {"sign"}},
-    {"bitwise_not.out", {"bitwise_not"}}, {"nan_to_num.out", {"nan_to_num"}},
+    {"abs.out", no_bool("abs")},                 {"ceil.out", no_bool("ceil")},            {"floor.out", no_bool("floor")},
+    {"round.out", no_bool("round")},             {"round.decimals_out", no_bool("round")}, {"trunc.out", no_bool("trunc")},
+    {"frac.out", only("frac", Dtypes::kFloating)},               {"sign.out", {"sign"}},            {"sgn.out", {"sign"}},
+    {"bitwise_not.out", integral("bitwise_not")}, {"nan_to_num.out", {"nan_to_num"}},
     {"clamp.out", {"clamp"}},             {"clamp.Tensor_out", {"clamp"}},   {"angle.out", {"angle", Promote::kFloat}},
     {"angle", {"angle", Promote::kFloat}},
     {"clamp_min.out", {"clamp_min"}},     {"clamp_min.Tensor_out", {"clamp_min"}},
@@ -169,29 +201,29 @@ const Entry kEntries[] = {
     {"log_sigmoid_backward", {"log_sigmoid_backward"}},
     {"log_sigmoid_backward.grad_input", {"log_sigmoid_backward"}},
     // binary arithmetic
-    {"remainder.Tensor_out", {"remainder"}}, {"remainder.Scalar_out", {"remainder"}},
-    {"fmod.Tensor_out", {"fmod"}},           {"fmod.Scalar_out", {"fmod"}},
-    {"floor_divide", {"floor_divide"}},      {"floor_divide_.Tensor", {"floor_divide"}},
-    {"floor_divide.out", {"floor_divide"}},  {"floor_divide.Scalar", {"floor_divide"}},
-    {"floor_divide_.Scalar", {"floor_divide"}},
-    {"pow.Tensor_Tensor_out", {"pow"}},      {"pow.Scalar_out", {"pow"}},
+    {"remainder.Tensor_out", division("remainder")}, {"remainder.Scalar_out", division("remainder")},
+    {"fmod.Tensor_out", division("fmod")},           {"fmod.Scalar_out", division("fmod")},
+    {"floor_divide", division("floor_divide")},      {"floor_divide_.Tensor", division("floor_divide")},
+    {"floor_divide.out", division("floor_divide")},  {"floor_divide.Scalar", division("floor_divide")},
+    {"floor_divide_.Scalar", division("floor_divide")},
+    {"pow.Tensor_Tensor_out", no_bool("pow")},      {"pow.Scalar_out", no_bool("pow")},
     {"atan2.out", {"atan2", Promote::kFloat}}, {"maximum.out", {"maximum"}}, {"minimum.out", {"minimum"}},
     {"fmax.out", {"fmax"}},                  {"fmin.out", {"fmin"}},
     {"copysign.out", {"copysign", Promote::kFloat}}, {"copysign.Scalar_out", {"copysign", Promote::kFloat}},
-    {"hypot.out", {"hypot"}},                {"logaddexp.out", {"logaddexp", Promote::kFloat}},
+    {"hypot.out", only("hypot", Dtypes::kFloating)},                {"logaddexp.out", {"logaddexp", Promote::kFloat}},
     {"logaddexp2.out", {"logaddexp2", Promote::kFloat}},
     {"xlogy.OutTensor", {"xlogy", Promote::kFloat}}, {"xlogy.OutScalar_Self", {"xlogy", Promote::kFloat}},
     {"xlogy.OutScalar_Other", {"xlogy", Promote::kFloat}},
     {"nextafter.out", {"nextafter"}},        {"heaviside.out", {"heaviside"}},
-    {"bitwise_and.Tensor_out", {"bitwise_and"}}, {"bitwise_or.Tensor_out", {"bitwise_or"}},
-    {"bitwise_xor.Tensor_out", {"bitwise_xor"}},
-    {"bitwise_left_shift.Tensor_out", {"bitwise_left_shift"}},
-    {"bitwise_right_shift.Tensor_out", {"bitwise_right_shift"}},
+    {"bitwise_and.Tensor_out", integral("bitwise_and")}, {"bitwise_or.Tensor_out", integral("bitwise_or")},
+    {"bitwise_xor.Tensor_out", integral("bitwise_xor")},
+    {"bitwise_left_shift.Tensor_out", shift("bitwise_left_shift")},
+    {"bitwise_right_shift.Tensor_out", shift("bitwise_right_shift")},
     // the operator forms (x >> n, x << n, x >>= n, x <<= n) are separate, non-structured ops
-    {"__rshift__.Scalar", {"bitwise_right_shift"}},  {"__rshift__.Tensor", {"bitwise_right_shift"}},
-    {"__irshift__.Scalar", {"bitwise_right_shift"}}, {"__irshift__.Tensor", {"bitwise_right_shift"}},
-    {"__lshift__.Scalar", {"bitwise_left_shift"}},   {"__lshift__.Tensor", {"bitwise_left_shift"}},
-    {"__ilshift__.Scalar", {"bitwise_left_shift"}},  {"__ilshift__.Tensor", {"bitwise_left_shift"}},
+    {"__rshift__.Scalar", shift("bitwise_right_shift")},  {"__rshift__.Tensor", shift("bitwise_right_shift")},
+    {"__irshift__.Scalar", shift("bitwise_right_shift")}, {"__irshift__.Tensor", shift("bitwise_right_shift")},
+    {"__lshift__.Scalar", shift("bitwise_left_shift")},   {"__lshift__.Tensor", shift("bitwise_left_shift")},
+    {"__ilshift__.Scalar", shift("bitwise_left_shift")},  {"__ilshift__.Tensor", shift("bitwise_left_shift")},
     // comparisons and logic
     {"eq.Tensor_out", {"eq", Promote::kCommon, true}}, {"eq.Scalar_out", {"eq", Promote::kCommon, true}},
     {"ne.Tensor_out", {"ne", Promote::kCommon, true}}, {"ne.Scalar_out", {"ne", Promote::kCommon, true}},
@@ -298,6 +330,17 @@ void pointwise_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     case Promote::kFloat: compute = integral_to_float(compute); break;
     case Promote::kSelf: compute = ivalues[0].toTensor().scalar_type(); break;
     case Promote::kBool: compute = at::kBool; break;
+  }
+  // Where the CPU has no kernel for the dtype, the same NotImplementedError (not a compile error
+  // or a made-up result).
+  TORCH_CHECK_NOT_IMPLEMENTED(supports(spec.dtypes, compute),
+                              "\"", spec.lowering, "\" not implemented for '", c10::toString(compute), "'");
+  if (spec.divides && c10::isIntegralType(compute, /*includeBool=*/false) && n > 1) {
+    // A divisor known on the host: a Python number, or the 0-dim CPU tensor ATen wraps it in.
+    const c10::IValue& d = ivalues[1];
+    const bool on_host = d.isScalar() || (d.isTensor() && d.toTensor().device().is_cpu() && d.toTensor().dim() == 0);
+    const bool empty = ivalues[0].isTensor() && ivalues[0].toTensor().numel() == 0;  // the CPU never divides
+    TORCH_CHECK(empty || !on_host || !(d.isScalar() ? d.toScalar() : d.toTensor().item()).equal(0), "ZeroDivisionError");
   }
   if (c10::isComplexType(compute) && complex_pointwise(op, stack, spec.lowering)) return;
   const at::ScalarType result_dtype = spec.bool_result ? at::kBool : compute;

@@ -316,6 +316,10 @@ void k_cummin_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& ind
 
 at::Tensor softmax_like(const char* lowering, const char* label, const at::Tensor& self, int64_t dim,
                         at::ScalarType out_dtype) {
+  TORCH_CHECK_NOT_IMPLEMENTED(self.numel() == 0 || c10::isFloatingType(self.scalar_type()) ||
+                                  c10::isComplexType(self.scalar_type()),
+                              "\"", lowering, "\" not implemented for '", c10::toString(self.scalar_type()), "'");
+  if (self.numel() == 0) return at::empty_like(self, self.options().dtype(out_dtype));  // nothing to compute
   OpRunner r(lowering, label);
   r.input(self, accumulate_type(out_dtype));
   r.attrs().set_int("dim", at::maybe_wrap_dim(dim, self.dim()));

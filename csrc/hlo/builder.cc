@@ -242,6 +242,12 @@ Value Builder::clamp(Value lo, Value x, Value hi) {
 
 Value Builder::convert(Value v, ElementType t) {
   if (dtype(v) == t) return v;
+  if (dtype(v) == ElementType::kBool && is_floating(t)) {
+    // As a select of 1 and 0: XLA rewrites x * convert(p) into select(p, x, 0), which turns
+    // NaN * False (NaN in IEEE arithmetic, and on the CPU) into 0.
+    const TensorType out{t, dims(v)};
+    return select(v, full(out, 1.0), full(out, 0.0));
+  }
   return emit("stablehlo.convert", {v}, TensorType{t, dims(v)});
 }
 

@@ -3,6 +3,7 @@
 // tensors and picks the kind of transfer); on the device a copy is one "copy" program
 // (dtype conversion + broadcast + write into the destination view), or nothing at all when the
 // destination takes over the source's immutable buffer whole.
+#include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
@@ -135,6 +136,11 @@ namespace {
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: undefined tensor");
+  // The source broadcasts to the destination (ATen's copy_ checks this before any kernel, also
+  // for empty tensors).
+  const std::vector<int64_t> broadcast = at::infer_size(dst.sizes(), self.sizes());
+  TORCH_CHECK(c10::IntArrayRef(broadcast) == dst.sizes(), "output with shape ", dst.sizes(),
+              " doesn't match the broadcast shape ", c10::IntArrayRef(broadcast));
   if (dst.numel() == 0) return dst;
   if (has_math_bits(self, dst)) return copy_with_math_bits(self, dst, non_blocking);
   if (self.is_complex() && !dst.is_complex()) {

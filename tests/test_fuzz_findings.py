@@ -1,6 +1,7 @@
-"""Dtypes the CPU has no kernel for, and IEEE details the fuzzer (tests/fuzz_ops.py) found: the
-tpu raises the CPU's exception class instead of a compile error or a made-up result, integral
-division by a Python zero raises, NaN * False stays NaN, and empty inputs behave as on the CPU."""
+"""What the differential fuzzer (tests/fuzz_ops.py) found, as regular tests: where the CPU has no
+kernel for a dtype the tpu raises the same exception class (not a compile error or a made-up
+result), integral division by a Python zero raises, NaN * False stays NaN, copy_ checks that its
+source broadcasts, and empty inputs behave as on the CPU."""
 
 import pytest
 import torch
@@ -71,3 +72,16 @@ def test_empty_integral_softmax_and_bool_products_of_nothing():
     assert_close(torch.softmax(e.to("tpu"), 1), torch.softmax(e, 1))
     a, b = torch.empty(2, 0, dtype=torch.bool), torch.empty(0, 2, dtype=torch.bool)
     assert_close(a.to("tpu") @ b.to("tpu"), a @ b)
+
+
+@pytest.mark.parametrize("dst_shape, src_shape", [((0,), (0, 0)), ((3,), (2, 3)), ((2, 3), (1, 3)), ((2, 3), (3,))])
+def test_copy_checks_that_the_source_broadcasts_as_on_the_cpu(dst_shape, src_shape):
+    src = torch.arange(float(torch.Size(src_shape).numel())).reshape(src_shape)
+    try:
+        want = torch.zeros(dst_shape).copy_(src)
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+            torch.zeros(dst_shape, device="tpu").copy_(src.to("tpu"))
+        assert "doesn't match the broadcast shape" in str(e)
+        return
+    assert_close(torch.zeros(dst_shape, device="tpu").copy_(src.to("tpu")), want)

@@ -13,6 +13,7 @@
 
 #include "exec/op_call.h"
 #include "lowering/attrs.h"
+#include "profiler/trace_hooks.h"
 
 namespace tpu::aten {
 
@@ -49,6 +50,9 @@ class OpRunner {
   void start_run();
   // Hands the call to the executor and wraps the fresh outputs as tensors.
   std::vector<at::Tensor> execute();
+  // While profiling with host spans: the runner's life, from the kernel building its call to the
+  // output tensors (its executor span nests inside).
+  profiler::HostSpan span_{"kernel"};
   exec::OpCall call_;
   bool ran_ = false;
   int device_ = -1;

@@ -15,6 +15,7 @@
 #include "device/allocator.h"
 #include "exec/execution_mode.h"
 #include "exec/replica_group.h"
+#include "profiler/trace_hooks.h"
 #include "runtime/launch_queue.h"
 #include "runtime/runtime.h"
 
@@ -222,6 +223,7 @@ std::optional<std::vector<at::Tensor>> CompiledGraph::run(const std::vector<at::
   // Compiled for a process group that is gone: capture again for the current one.
   if (program_.collectives.group != nullptr && program_.collectives.group->closed()) return std::nullopt;
   TORCH_CHECK(replayable(), "torch_tpu: this compiled graph cannot be replayed: ", reason_);
+  profiler::HostSpan span("replay");
   thread_local std::vector<runtime::DeviceStorage*> storages;  // reused: no allocation per call
   if (!matches(inputs, storages)) return std::nullopt;
   std::vector<std::shared_ptr<pjrt::Buffer>> params;

@@ -71,13 +71,20 @@ bool records(EagerMode mode, const OpCall& call) {
 }  // namespace
 
 std::vector<FreshOutput> Executor::run(OpCall&& call) {
-  if (records(eager_mode(), call)) return fused_->record(std::move(call));
+  if (records(eager_mode(), call)) {
+    profiler::HostSpan span("record");
+    return fused_->record(std::move(call));
+  }
   return run(static_cast<const OpCall&>(call));
 }
 
 std::vector<FreshOutput> Executor::run(const OpCall& call) {
   const EagerMode mode = eager_mode();
-  if (records(mode, call)) return fused_->record(call);
+  if (records(mode, call)) {
+    profiler::HostSpan span("record");
+    return fused_->record(call);
+  }
+  profiler::HostSpan span("executor");
 
   runtime::Runtime& rt = runtime::Runtime::get();
   CallLayout layout = layout_of(call);

@@ -520,6 +520,7 @@ void FusedGraph::flush_locked(CapturedProgram* captured, int read_value) {
     reset_locked();
     return;
   }
+  profiler::HostSpan span("flush");
   std::vector<std::pair<int, runtime::DeviceStorage*>> live;
   std::vector<int> outputs;   // value ids
   std::vector<int> aliases;   // per output: the param whose buffer it may take, or -1

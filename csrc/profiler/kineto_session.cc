@@ -114,7 +114,7 @@ TpuProfilerSession::TpuProfilerSession(bool device_activities, bool runtime_acti
 }
 
 void TpuProfilerSession::start() {
-  TraceRecorder::get().begin();
+  TraceRecorder::get().begin(runtime_activities_ && options_.host_tracer_level >= ProfilerOptions::kHostSpansLevel);
   status_ = libkineto::TraceStatus::RECORDING;
 }
 
@@ -221,6 +221,12 @@ void TpuProfilerSession::processTrace(libkineto::ActivityLogger& logger,
       if (h.at_ns < start_ns || h.at_ns > end_ns) continue;
       auto& a = runtime_event("tpu::cache_hit", h.thread, h.at_ns, h.at_ns, h.correlation, h.program);
       a.addMetadataQuoted("tier", h.tier);
+      logger.handleActivity(a);
+    }
+    for (const HostSpanRecord& h : recorded.host_spans) {
+      if (h.end_ns < start_ns || h.start_ns > end_ns) continue;
+      auto& a = runtime_event(std::string("tpu::") + h.layer, h.thread, h.start_ns, h.end_ns, h.correlation, "");
+      a.addMetadataQuoted("layer", h.layer);
       logger.handleActivity(a);
     }
   }

@@ -9,7 +9,10 @@
 namespace tpu::profiler {
 
 struct ProfilerOptions {
-  int host_tracer_level = 2;    // 0: no runtime events (compiles, cache hits)
+  // 0: no runtime events; 1-2: compiles and cache hits; 3: also the host time of each layer of
+  // the stack (trace_hooks.h, HostSpan) - what `python -m torch_tpu.bench host` reads.
+  int host_tracer_level = 2;
+  static constexpr int kHostSpansLevel = 3;
   int device_tracer_level = 1;  // 0: no device activities (program executions)
   int python_tracer_level = 0;  // accepted; Python tracing is torch.profiler's with_stack
   std::string run_dir;          // when set, the tpu trace is also written there as a file

@@ -82,6 +82,11 @@ std::string write_trace_file(const std::string& path, const Recorded& recorded, 
       events.push_back(event("tpu::cache_hit " + h.program, "tpu_runtime", host, h.thread, h.at_ns, h.at_ns,
                              "\"tier\":" + json_string(h.tier)));
     }
+    for (const HostSpanRecord& h : recorded.host_spans) {
+      if (h.end_ns < start_ns || h.start_ns > end_ns) continue;
+      events.push_back(event(std::string("tpu::") + h.layer, "tpu_host", host, h.thread, h.start_ns, h.end_ns,
+                             "\"layer\":" + json_string(h.layer)));
+    }
   }
   for (const int d : devices) events.push_back(process_name(kDevicePidBase + d, "tpu:" + std::to_string(d)));
 

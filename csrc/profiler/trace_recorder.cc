@@ -28,16 +28,18 @@ TraceRecorder& TraceRecorder::get() {
   return *recorder;
 }
 
-void TraceRecorder::begin() {
+void TraceRecorder::begin(bool host_spans) {
   std::lock_guard<std::mutex> lock(mu_);
   recorded_ = Recorded{};
   in_flight_ = 0;
   collecting_ = true;
   generation_.fetch_add(1);
+  detail::g_host_spans.store(host_spans, std::memory_order_relaxed);
   detail::g_tracing.store(true, std::memory_order_relaxed);
 }
 
 void TraceRecorder::end() {
+  detail::g_host_spans.store(false, std::memory_order_relaxed);
   detail::g_tracing.store(false, std::memory_order_relaxed);
   std::unique_lock<std::mutex> lock(mu_);
   // Bounded: work launched in the session but never waited for may still be running.
@@ -103,6 +105,13 @@ void TraceRecorder::cache_hit(const std::string& program, const char* tier) {
   CacheHitRecord r{program, tier, now_ns(), current_correlation(), libkineto::systemThreadId()};
   std::lock_guard<std::mutex> lock(mu_);
   if (collecting_) recorded_.cache_hits.push_back(std::move(r));
+}
+
+void TraceRecorder::host_span(const char* layer, int64_t start_ns, int64_t end_ns, uint64_t correlation) {
+  HostSpanRecord r{layer, start_ns, end_ns, correlation ? correlation : current_correlation(),
+                   libkineto::systemThreadId()};
+  std::lock_guard<std::mutex> lock(mu_);
+  if (collecting_) recorded_.host_spans.push_back(r);
 }
 
 }  // namespace tpu::profiler

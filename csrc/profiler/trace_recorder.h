@@ -32,18 +32,28 @@ struct CacheHitRecord {
   int32_t thread = 0;
 };
 
+struct HostSpanRecord {
+  const char* layer = "";
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  uint64_t correlation = 0;
+  int32_t thread = 0;
+};
+
 struct Recorded {
   std::vector<ExecutionRecord> executions;
   std::vector<CompileRecord> compiles;
   std::vector<CacheHitRecord> cache_hits;
+  std::vector<HostSpanRecord> host_spans;
 };
 
 class TraceRecorder final : public TraceSink {
  public:
   static TraceRecorder& get();
 
-  // Starts collecting (what an earlier session left is dropped) and turns the runtime's hooks on.
-  void begin();
+  // Starts collecting (what an earlier session left is dropped) and turns the runtime's hooks on;
+  // `host_spans`: also the per-layer host spans (trace_hooks.h, HostSpan).
+  void begin(bool host_spans = false);
   // Waits (bounded) for the completions of executions launched while collecting - torch.profiler
   // synchronizes the device just before, but a completion callback may still be on its way -
   // then turns the hooks off; reports arriving later are dropped.
@@ -61,6 +71,7 @@ class TraceRecorder final : public TraceSink {
   void compile(const std::string& program, const char* source, int64_t start_ns,
                int64_t end_ns) override;
   void cache_hit(const std::string& program, const char* tier) override;
+  void host_span(const char* layer, int64_t start_ns, int64_t end_ns, uint64_t correlation) override;
 
  private:
   TraceRecorder() = default;

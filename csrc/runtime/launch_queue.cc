@@ -107,6 +107,7 @@ void LaunchQueue::push(Launch launch) {
     --waiters_;
   }
   launch.queued = true;
+  if (profiler::host_spans()) launch.queued_ns = profiler::now_ns();
   for (size_t i = launch.num_args; i < launch.buffers.size(); ++i) launch.buffers[i]->hold_while_defined();
   queue_.push_back(std::move(launch));
   ++pushed_;
@@ -185,6 +186,9 @@ std::shared_ptr<pjrt::Event> launch_now(Launch& launch) {
   const size_t num_outputs = launch.buffers.size() - launch.num_args;
   const bool traced = profiler::tracing();
   const int64_t launch_ns = traced ? profiler::now_ns() : 0;
+  if (traced && launch.queued_ns != 0 && profiler::host_spans()) {
+    profiler::sink().host_span("launch_queue", launch.queued_ns, launch_ns, launch.correlation);
+  }
   auto end_queue_holds = [&] {  // the tracker holds the outputs from here (or they failed)
     if (!launch.queued) return;
     launch.queued = false;
@@ -198,6 +202,11 @@ std::shared_ptr<pjrt::Event> launch_now(Launch& launch) {
     done = launch.exe->execute_raw(args.data(), args.size(), rt.device(launch.device).raw,
                                    launch.non_donatable, outputs.data(), launch.launch_id);
     const uint64_t inside = steady_ns() - start;
+    if (traced && profiler::host_spans()) {
+      // A queued launch runs on the launcher thread, beside the threads issuing ops.
+      profiler::sink().host_span(launch.queued ? "launcher_execute" : "pjrt_execute", launch_ns, profiler::now_ns(),
+                                 launch.correlation);
+    }
     execute_ns.fetch_add(inside, std::memory_order_relaxed);
     t_execute_ns += inside;
     execute_calls.fetch_add(1, std::memory_order_relaxed);

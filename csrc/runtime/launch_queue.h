@@ -41,6 +41,7 @@ struct Launch {
   // Queued: its outputs count as held while defined (pjrt::Buffer::defining_holds) from the push
   // until the tracker takes them, so the next op may take one over (PJRT orders the two).
   bool queued = false;
+  int64_t queued_ns = 0;  // while profiling with host spans: when it was queued
 };
 
 // Hands `launch` to PJRT on the calling thread now: fulfils its outputs and gives the completion

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "profiler/trace_hooks.h"
 #include "runtime/pending_work.h"
 
 namespace tpu::runtime {
@@ -37,6 +38,7 @@ AdoptedUpload upload_adopting(const pjrt::Client& client, const void* data, Elem
 
 void download(const pjrt::Buffer& buffer, void* dst, size_t nbytes, const char* writer,
               WorkTracker& tracker) {
+  profiler::HostSpan span("wait");
   note_host_read();
   try {
     buffer.to_host(dst, nbytes);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "profiler/trace_hooks.h"
 #include "runtime/launch_queue.h"
 #include "runtime/pending_work.h"
 
@@ -71,6 +72,7 @@ void WorkTracker::note_error(const std::string& message) {
 }
 
 void WorkTracker::synchronize() {
+  profiler::HostSpan span("wait");
   flush_pending_work();
   LaunchQueue::get().drain();
   std::deque<Item> items;

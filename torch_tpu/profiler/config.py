@@ -7,7 +7,9 @@ session reads (``csrc/profiler/profiler_options.h``). What each option does here
 * ``device_tracer_level``: 1 (default) records every program execution as a device activity
   (``ProfilerActivity.PrivateUse1``); 0 leaves them out.
 * ``host_tracer_level``: 1 or more (default 2) records the runtime's host events - compiles and
-  compilation-cache hits; 0 leaves them out. Levels above 1 add nothing more.
+  compilation-cache hits; 0 leaves them out. 3 also records a host span for each layer of our
+  stack (kernels, executor, Fused Eager's recording and flush, replays, waits, PJRT's Execute, the
+  launch queue), which ``python -m torch_tpu.bench host`` reads (docs/performance.md).
 * ``python_tracer_level``: accepted; Python frames come from ``torch.profiler.profile(with_stack=True)``.
 * ``run_dir``: also writes the tpu trace (device programs, compiles, cache hits) as Chrome trace
   JSON to ``<run_dir>/<hostname>[_<worker_rank>].tpu_trace.json``, next to PyTorch's own trace.

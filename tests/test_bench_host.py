@@ -64,6 +64,27 @@ def test_compiled_breakdown_replays():
     assert b.layers_ms["compile"] == 0  # warm: nothing compiles inside the profiled steps
 
 
+def test_a_whole_compiled_step_with_a_graph_break_adds_up():
+    # The step's thread sits in the compiled region while autograd's thread runs the backward
+    # (Dynamo breaks the graph at backward()): that time is counted once, not on both threads.
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Linear(64, 1)).to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), capturable=True)
+    x = torch.randn(32, 64, device="tpu")
+
+    def body():
+        opt.zero_grad(set_to_none=True)
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    compiled = torch.compile(body, backend="tpu")
+    with mode(EagerMode.STRICT):
+        b = host_breakdown(lambda: compiled().item(), steps=5, warmup=3)
+    assert sum(b.layers_ms.values()) == pytest.approx(b.wall_ms, rel=0.02)
+    assert b.layers_ms["replay"] > 0 and b.layers_ms["python"] > 0
+
+
 def test_host_spans_are_off_at_the_default_level():
     step = builtin_step("mlp")
     step()

@@ -10,13 +10,15 @@ per layer and step:
   step's wall time, and what no event covers is Python and the framework outside ops;
 * the launcher thread's PJRT calls run beside them (their own row), as does the device.
 
-An event's exclusive time is its duration minus its direct children's. PyTorch's op events nest by
-time; our spans name the op they ran under (the correlation id) and nest by time among themselves.
+Each instant of a step goes to the innermost event open on the issuing threads (the one that
+started last: a thread waiting for another holds older events); an instant no event covers is
+Python's. So the layers are exclusive times and add up to the wall time.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections import defaultdict
 
 STEP_LABEL = "tpu_bench::step"
@@ -148,29 +150,11 @@ def analyse(kineto_events, steps: int | None = None) -> Breakdown:
     ops = [o for o in ops if inside(o)]
     spans = [s for s in spans if inside(s)]
 
-    # PyTorch's events nest by time on each thread (the step scopes are parents of the first level).
+    # PyTorch's events nest by time on each thread (for the top-level ops below).
     _nest_by_time(step_events + ops)
-    # Our spans: under the op they ran in (same thread), nested by time among themselves.
-    by_corr = {(o.thread, o.correlation): o for o in ops}
-    by_corr.update({(s.thread, s.correlation): s for s in step_events})
-    groups = defaultdict(list)
-    for s in spans:
-        groups[(s.thread, s.correlation)].append(s)
-    for key, group in groups.items():
-        for top in _nest_by_time(group):
-            parent = by_corr.get(key)
-            if parent is not None:
-                parent.children += top.duration
-
-    layers = {name: 0.0 for name, _ in ISSUING_LAYERS}
-    for o in ops:
-        layers["pytorch"] += max(0, o.duration - o.children)
-    for s in spans:
-        layers[s.name] += max(0, s.duration - s.children)
+    layers = _exclusive_layers(ops, spans, windows)
     launcher_ns = sum(min(e, x.end) - max(s, x.start) for x in launcher for s, e in windows
                       if x.start < e and x.end > s)
-    covered = sum(layers.values())
-    layers["python"] = max(0.0, wall - covered)
 
     queue = [q.duration for q in launches if inside(q)]
     busy = _union_within(device, windows)
@@ -194,6 +178,29 @@ def analyse(kineto_events, steps: int | None = None) -> Breakdown:
         ops=kernels / n,
         top_ops=top_ops,
     )
+
+
+def _exclusive_layers(ops, spans, windows):
+    """Each instant of the step windows goes to the innermost open event of the issuing threads:
+    the one that started last (threads take turns, so a thread waiting for another - the step's
+    thread while autograd's runs the backward - holds older events). An instant no event covers
+    is Python's. Returns ns per layer."""
+    layers = {name: 0 for name, _ in ISSUING_LAYERS}
+    events = sorted([(o.start, o.end, "pytorch") for o in ops] + [(x.start, x.end, x.name) for x in spans])
+    for w_start, w_end in windows:
+        inside = [e for e in events if e[0] < w_end and e[1] > w_start]
+        bounds = sorted({w_start, w_end, *(max(w_start, e[0]) for e in inside),
+                         *(min(w_end, e[1]) for e in inside)})
+        open_, i = [], 0  # heap of (-start, end, layer): the latest started on top
+        for t, t_next in zip(bounds, bounds[1:]):
+            while i < len(inside) and max(w_start, inside[i][0]) <= t:
+                heapq.heappush(open_, (-inside[i][0], inside[i][1], inside[i][2]))
+                i += 1
+            while open_ and open_[0][1] <= t:
+                heapq.heappop(open_)
+            # An event that ended under a later one stays in the heap until it is on top.
+            layers[open_[0][2] if open_ else "python"] += t_next - t
+    return layers
 
 
 def _nest_by_time(events):

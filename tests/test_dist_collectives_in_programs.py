@@ -450,3 +450,39 @@ def test_spmd_safe_inside_compiled_code():
             base = torch.arange(6, dtype=torch.float32) + i
             torch.testing.assert_close(got, 2 * base + 2 * (base + 1) + 1)
             assert counts["launched"] == 0, counts
+
+
+def _fsdp_in_spmd_safe(rank, world_size, state, batches):
+    from torch.distributed.fsdp import fully_shard
+    from torch.tpu.distributed import spmd_safe
+
+    model = _Blocks()
+    model.load_state_dict(state)
+    model.to("tpu")
+    for block in model.blocks:
+        fully_shard(block)
+    fully_shard(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses, eager = [], []
+    for x in batches:
+        before = _counts()
+        with spmd_safe():
+            loss = (model(x.chunk(world_size)[rank].to("tpu")) ** 2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+        losses.append(loss.item())
+        eager.append(_delta(before)["launched"])
+    return losses, eager
+
+
+def test_fsdp2_inside_spmd_safe_equals_one_process():
+    # FSDP2's all-gathers and reduce-scatters are recorded into the ranks' Fused graphs. Ranks as
+    # threads used to deadlock here: a rank flushing a graph with a collective from a call that
+    # holds the GIL (FSDP's stream.record_event()) waited for a peer that needed the GIL to arrive.
+    _, state, batches, ref = _one_process(_Blocks, 8)
+    per_rank = _fused(_fsdp_in_spmd_safe, state, batches, timeout=240)
+    for step, want in enumerate(ref):
+        assert sum(losses[step] for losses, _ in per_rank) / 2 == pytest.approx(want, rel=1e-4, abs=1e-6)
+    for _, eager in per_rank:
+        assert eager[-1] == 0  # no collective ran as a program of its own once warm

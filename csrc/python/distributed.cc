@@ -7,6 +7,7 @@
 #include "distributed/host_backend.h"
 #include "distributed/store_key_value.h"
 #include "distributed/store_rendezvous.h"
+#include "runtime/blocking_wait.h"
 #include "runtime/runtime.h"
 
 namespace py = pybind11;
@@ -15,6 +16,10 @@ namespace tpu::python {
 
 namespace {
 
+// Ranks as threads: a rank waiting for its peers releases the GIL they may need to arrive.
+void* release_gil_if_held() { return (Py_IsInitialized() && PyGILState_Check()) ? PyEval_SaveThread() : nullptr; }
+void restore_gil(void* state) { PyEval_RestoreThread(static_cast<PyThreadState*>(state)); }
+
 std::chrono::milliseconds millis(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
 }
@@ -22,6 +27,7 @@ std::chrono::milliseconds millis(double seconds) {
 }  // namespace
 
 void bind_distributed(py::module_& m) {
+  runtime::set_blocking_wait_hooks({&release_gil_if_held, &restore_gil});
   // The backend types are torch's: import them before any Backend crosses into Python.
   py::module_::import("torch.distributed");
 

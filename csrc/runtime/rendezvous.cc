@@ -1,5 +1,7 @@
 #include "runtime/rendezvous.h"
 
+#include "runtime/blocking_wait.h"
+
 #include <cstdio>
 #include <stdexcept>
 #include <unordered_map>
@@ -40,6 +42,9 @@ std::string InProcessRendezvous::missing_locked(const Round& round) const {
 std::vector<std::string> InProcessRendezvous::meet(uint64_t number, int rank, std::string payload,
                                           std::chrono::milliseconds timeout, const std::string& what) {
   if (rank < 0 || rank >= size_) throw std::invalid_argument(what + ": rank out of range");
+  // The peers are threads of this process: they may need the GIL this thread holds to get here.
+  // Declared before the lock, so the lock is released before the GIL is taken back.
+  BlockingWait waiting;
   std::unique_lock<std::mutex> lock(mu_);
   auto abandoned_error = [&] {
     std::string who;

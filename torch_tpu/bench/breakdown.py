@@ -105,7 +105,6 @@ class _Event:
     start: int
     end: int
     thread: int
-    correlation: int
     children: int = 0  # total duration of direct children
     top_level_op: bool = False  # no PyTorch op above it
 
@@ -120,7 +119,7 @@ def analyse(kineto_events, steps: int | None = None) -> Breakdown:
     for e in kineto_events:
         name = e.name()
         kind = str(e.activity_type())
-        ev = _Event(name, e.start_ns(), e.end_ns(), e.start_thread_id(), e.correlation_id())
+        ev = _Event(name, e.start_ns(), e.end_ns(), e.start_thread_id())
         if name == STEP_LABEL:
             step_events.append(ev)
         elif kind == "cpu_op":
@@ -128,7 +127,6 @@ def analyse(kineto_events, steps: int | None = None) -> Breakdown:
         elif kind == "privateuse1_runtime" and name.startswith("tpu::"):
             layer = name[len("tpu::"):].split(" ", 1)[0]
             ev.name = layer
-            ev.correlation = e.linked_correlation_id()
             if layer in _SPAN_LAYERS or layer == "compile":
                 spans.append(ev)
             elif layer == "launch_queue":
@@ -158,7 +156,7 @@ def analyse(kineto_events, steps: int | None = None) -> Breakdown:
 
     queue = [q.duration for q in launches if inside(q)]
     busy = _union_within(device, windows)
-    programs = sum(1 for d in device if inside_any(d, windows))
+    programs = sum(1 for d in device if _overlaps_any(d, windows))
     kernels = sum(1 for s in spans if s.name == "kernel")
 
     top = defaultdict(lambda: [0, 0])
@@ -225,7 +223,7 @@ def _nest_by_time(events):
     return tops
 
 
-def inside_any(ev, windows):
+def _overlaps_any(ev, windows):
     return any(ev.start < e and ev.end > s for s, e in windows)
 
 

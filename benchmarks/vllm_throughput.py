@@ -113,7 +113,9 @@ def worker(spec):
         before = counters()
         t_prefill, _ = generate(prompts, 1)
         mid = counters()
+        cpu0 = time.thread_time()
         t_full, tokens = generate(prompts, spec["max_tokens"])
+        cpu_full = time.thread_time() - cpu0
         after = counters()
         res = {"prefill_s": t_prefill, "full_s": t_full, "tokens": tokens,
                "prompt_tokens": sum(len(p) for p in prompts)}
@@ -123,6 +125,7 @@ def worker(spec):
                 steps = after["steps"] - mid["steps"]
                 wait = (after["wait_ns"] - mid["wait_ns"]) / 1e9
                 res["host_ms_per_step"] = (t_full - wait) / max(steps, 1) * 1e3
+                res["host_cpu_ms_per_step"] = cpu_full / max(steps, 1) * 1e3
                 res["runner_host_ms_per_step"] = (after["host_ns"] - mid["host_ns"]) / 1e6 / max(steps, 1)
         print(RESULT + json.dumps(res), flush=True)
 
@@ -186,7 +189,7 @@ def main():
 
     batches = [int(b) for b in args.batches.split(",")]
     rows = [["model", "batch", "engine", "prefill tok/s", "decode tok/s", "decode vs CPU", "prefill vs CPU",
-             "host ms/step", "compiles after warm-up", "same tokens"]]
+             "host ms/step", "host CPU ms/step", "compiles after warm-up", "same tokens"]]
     data = {"runs": []}
     plot = {}
     with tempfile.TemporaryDirectory(prefix="vllm_bench_") as tmp:
@@ -219,16 +222,19 @@ def main():
                     ref_decode = median([b * (args.max_tokens - 1) / max(x["full_s"] - x["prefill_s"], 1e-9) for x in ref])
                     same = all(x["tokens"] == y["tokens"] for x, y in zip(rs, ref))
                     host = median([x["host_ms_per_step"] for x in rs if "host_ms_per_step" in x])
+                    host_cpu = median([x["host_cpu_ms_per_step"] for x in rs if "host_cpu_ms_per_step" in x])
                     compiles = sum(x.get("compiles", 0) for x in rs)
                     is_cpu = w.spec["engine"] == "cpu"
                     rows.append([name, b, label, f"{prefill:.0f}", f"{decode:.1f}",
                                  "-" if is_cpu else f"{decode / ref_decode:.2f}x",
                                  "-" if is_cpu else f"{prefill / ref_prefill:.2f}x",
                                  "-" if is_cpu or host != host else f"{host:.2f}",
+                                 "-" if is_cpu or host_cpu != host_cpu else f"{host_cpu:.2f}",
                                  "-" if is_cpu else compiles, "-" if is_cpu else ("yes" if same else "no")])
                     data["runs"].append({"model": name, "params": params, "batch": b, "engine": w.spec["engine"],
                                          "mode": w.spec["mode"], "prefill_tok_s": prefill, "decode_tok_s": decode,
                                          "host_ms_per_step": None if host != host else host,
+                                         "host_cpu_ms_per_step": None if host_cpu != host_cpu else host_cpu,
                                          "compiles_after_warmup": compiles, "same_tokens_as_cpu": same,
                                          "warmup_programs": w.ready.get("warmup_programs"),
                                          "rounds": [{k: v for k, v in x.items() if k != "tokens"} for x in rs]})
@@ -244,7 +250,10 @@ def main():
         "(time of generate(max_tokens=T) - prefill time).",
         "host ms/step: a decode step's wall time minus the time the host waited for the device (vLLM's scheduler "
         "and output processing, the request table, packing, upload and dispatch); with asynchronous scheduling it "
-        "overlaps the device's work.",
+        "overlaps the device's work. Here the device is the same 2 cores, so the host's work is slowed by XLA's "
+        "threads running the step beside it; host CPU ms/step is the CPU time the step loop's thread itself used "
+        "per step (time.thread_time: vLLM's scheduler, our runner, packing and dispatch; not the launcher thread, "
+        "whose PJRT Execute runs the program on this plugin), what that work costs on a host of its own.",
         "tpu here is XLA's CPU PJRT plugin on the same 2 cores as vLLM's CPU engine (its own oneDNN/C++ kernels, "
         "enforce_eager); the step runner runs each step as one program (TORCH_TPU_VLLM_MODE=program).",
     ]

@@ -1,20 +1,27 @@
-"""Collectives inside programs against eager collectives: a tensor-parallel Llama training step
-(ColwiseParallel / RowwiseParallel on every block, torch.compile(backend="tpu"), SGD) on ranks
-that run as threads of one process, one XLA CPU device each (tpu_dist's device transport).
+"""Collectives inside programs against eager collectives, on ranks that run as threads of one
+process, one XLA CPU device each (tpu_dist's device transport). Two Llama training steps:
 
-    python benchmarks/dist_in_programs.py [--ranks 2 4] [--dim 128] [--rounds 7] [--steps 4]
+  * tp   - tensor parallel (ColwiseParallel / RowwiseParallel on every block),
+           torch.compile(backend="tpu"), SGD;
+  * fsdp - FSDP2 (fully_shard on every block and the root), Fused Eager, AdamW.
+
+    python benchmarks/dist_in_programs.py [--workloads tp fsdp] [--ranks 2 4] [--dim 128] [--rounds 7]
 
 Contenders, interleaved round by round in one run (same model, same data):
-  * in programs - the compiled forward and backward hold their collectives (the default);
-  * eager cut   - TORCH_TPU_DIST_CUT_COLLECTIVES behaviour: every collective cuts the capture, the
-                  graph is recorded again per call and each collective runs as its own program.
+  * in programs - the collectives are inside the programs: the compiled forward and backward
+                  hold them (tp, the default), or the step runs inside
+                  torch.tpu.distributed.spmd_safe (fsdp);
+  * eager cut   - every collective cuts the graph and runs as a program of its own: for tp the
+                  TORCH_TPU_DIST_CUT_COLLECTIVES behaviour (the graph is recorded again per
+                  call), for fsdp the step outside spmd_safe (Fused Eager's default).
 Reported per contender: median step time, collectives launched as programs of their own per
-rank and step, and executions (programs run, both ranks) per step. On the XLA CPU plugin the
+rank and step, and executions (programs run, all ranks) per step. On the XLA CPU plugin the
 ranks share this machine's cores and a collective is a memory copy between threads: the gain is
 in host work (no re-recording, fewer launches and meets), not in overlapped communication.
 """
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -28,47 +35,100 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 CONTENDERS = ("in programs", "eager cut")
 
 
-def _rank(rank, world_size, args, out):
-    import torch
-    import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
-    from models.llama import Llama, LlamaConfig, parallelize_tensor
-    from torch_tpu import _C
+def _config(args, world_size):
+    from models.llama import LlamaConfig
 
-    torch.manual_seed(0)
     # Every rank holds at least one query and one key-value head.
-    cfg = LlamaConfig(vocab_size=256, dim=args.dim, n_layers=2, n_heads=max(4, world_size),
-                      n_kv_heads=max(2, world_size), hidden_dim=args.dim * 4, max_seq_len=64)
+    return LlamaConfig(vocab_size=256, dim=args.dim, n_layers=2, n_heads=max(4, world_size),
+                       n_kv_heads=max(2, world_size), hidden_dim=args.dim * 4, max_seq_len=64)
+
+
+def _batch(args, rank):
+    import torch
+
+    g = torch.Generator().manual_seed(1 + rank)
+    tokens = torch.randint(0, 256, (args.batch, 33), generator=g)
+    return tokens[:, :-1].to("tpu"), tokens[:, 1:].to("tpu")
+
+
+def _training_step(model, opt, x, y, region=contextlib.nullcontext):
+    """One step of `model` (returning its loss) and `opt`, inside `region()`."""
+    def step():
+        with region():
+            loss = model(x, y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return loss
+    return step
+
+
+def _tp_steps(rank, world_size, args):
+    """{contender: one training step} for the compiled tensor-parallel Llama."""
+    import torch
+    from torch.distributed.device_mesh import init_device_mesh
+    from models.llama import Llama, parallelize_tensor
+
     mesh = init_device_mesh("tpu", (world_size,))
+
     class CutLlama(Llama):
         # A forward of its own: Dynamo keys compiled frames by code object, so the contenders never
         # share compiled graphs (one captured with collectives inside, one cut at each).
         def forward(self, *inputs):
             return super().forward(*inputs)
 
-    models = {}
+    x, y = _batch(args, 0)  # the same batch on every rank (tensor parallel)
+    steps = {}
     for name in CONTENDERS:  # one model per contender
-        model = (Llama if name == "in programs" else CutLlama)(cfg).to("tpu")
+        torch.manual_seed(0)
+        model = (Llama if name == "in programs" else CutLlama)(_config(args, world_size)).to("tpu")
         parallelize_tensor(model, mesh)
         opt = torch.optim.SGD(model.parameters(), lr=1e-3, foreach=False)
-        models[name] = (torch.compile(model, backend="tpu"), opt)
-    g = torch.Generator().manual_seed(1)
-    tokens = torch.randint(0, 256, (args.batch, 33), generator=g)
-    x, y = tokens[:, :-1].to("tpu"), tokens[:, 1:].to("tpu")
+        steps[name] = _training_step(torch.compile(model, backend="tpu"), opt, x, y)
+    return steps
+
+
+def _fsdp_steps(rank, world_size, args):
+    """{contender: one training step} for the FSDP2 Llama in Fused Eager."""
+    import torch
+    from torch.distributed.fsdp import fully_shard
+    from torch.tpu.distributed import spmd_safe
+    from models.llama import Llama
+
+    x, y = _batch(args, rank)  # each rank its own batch (data parallel)
+    steps = {}
+    for name in CONTENDERS:
+        torch.manual_seed(0)
+        model = Llama(_config(args, world_size)).to("tpu")
+        for block in model.layers:
+            fully_shard(block)
+        fully_shard(model)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        steps[name] = _training_step(model, opt, x, y, spmd_safe if name == "in programs" else contextlib.nullcontext)
+    return steps
+
+
+WORKLOADS = {"tp": _tp_steps, "fsdp": _fsdp_steps}
+
+
+def _rank(rank, world_size, args, workload, out):
+    import torch
+    import torch.distributed as dist
+    from torch_tpu import _C
+
+    step_fns = WORKLOADS[workload](rank, world_size, args)
 
     def switch(name):
+        if workload != "tp":
+            return  # fsdp's contenders differ by region, not by the process-wide switch
         dist.barrier()  # both ranks are between steps: the process-wide switch changes for both
         if rank == 0:
             _C._dist_cut_collectives(name == "eager cut")
         dist.barrier()
 
     def steps(name, n):
-        model, opt = models[name]
         for _ in range(n):
-            loss = model(x, y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            loss = step_fns[name]()
         return loss.item()
 
     times = {name: [] for name in CONTENDERS}
@@ -76,7 +136,7 @@ def _rank(rank, world_size, args, out):
     executions = {name: [] for name in CONTENDERS}
     for name in CONTENDERS:  # warm-up: capture and compile with the same loop
         switch(name)
-        steps(name, 3)
+        steps(name, args.steps)
     for _ in range(args.rounds):
         for name in CONTENDERS:
             switch(name)
@@ -94,6 +154,7 @@ def _rank(rank, world_size, args, out):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workloads", nargs="+", choices=sorted(WORKLOADS), default=["tp", "fsdp"])
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--batch", type=int, default=8)
@@ -105,31 +166,42 @@ def main():
 
     import torch  # noqa: F401
     import torch._dynamo  # noqa: F401  (resolved before the ranks start)
+    import torch_tpu
 
     import _results
     from torch_tpu.distributed import run_in_threads
 
-    rows = [["ranks", "contender", "step (ms, median)", "vs eager cut", "eager collectives / rank / step",
+    rows = [["step", "ranks", "contender", "step (ms, median)", "vs eager cut", "eager collectives / rank / step",
              "executions / step (all ranks)"]]
     summary = {}
-    for ranks in args.ranks:
-        out = [None] * ranks
-        run_in_threads(lambda r, w: _rank(r, w, args, out), ranks, timeout=1800)
-        base = statistics.median(o["eager cut"]["step_s"] for o in out)
-        for name in CONTENDERS:
-            step = statistics.median(o[name]["step_s"] for o in out)
-            summary[f"{ranks}/{name}"] = {"step_s": step, "eager_collectives": out[0][name]["eager_collectives"],
-                                          "executions": out[0][name]["executions"]}
-            rows.append([ranks, name, f"{step * 1e3:.1f}", f"{base / step:.2f}x",
-                         f"{out[0][name]['eager_collectives']:.0f}", f"{out[0][name]['executions']:.0f}"])
+    for workload in args.workloads:
+        for ranks in args.ranks:
+            out = [None] * ranks
+            # The FSDP2 step runs in Fused Eager (the mode is the process's: set around all ranks).
+            with torch_tpu.execution_mode.mode("fused") if workload == "fsdp" else contextlib.nullcontext():
+                run_in_threads(lambda r, w: _rank(r, w, args, workload, out), ranks, timeout=1800)
+            base = statistics.median(o["eager cut"]["step_s"] for o in out)
+            for name in CONTENDERS:
+                step = statistics.median(o[name]["step_s"] for o in out)
+                summary[f"{workload}/{ranks}/{name}"] = {
+                    "step_s": step, "eager_collectives": out[0][name]["eager_collectives"],
+                    "executions": out[0][name]["executions"]}
+                rows.append([workload, ranks, name, f"{step * 1e3:.1f}", f"{base / step:.2f}x",
+                             f"{out[0][name]['eager_collectives']:.0f}", f"{out[0][name]['executions']:.0f}"])
+            print(" | ".join(str(c) for c in rows[-2]), "\n" + " | ".join(str(c) for c in rows[-1]), flush=True)
     for row in rows:
         print(" | ".join(str(c) for c in row))
     if not args.no_write:
-        _results.write("dist_in_programs", "Collectives inside programs: a compiled tensor-parallel Llama step",
+        _results.write("dist_in_programs", "Collectives inside programs: tensor-parallel and FSDP2 Llama steps",
                        {"args": vars(args), "results": summary}, rows,
                        notes=[f"Ranks as threads (one XLA CPU device each, sharing {os.cpu_count()} cores), Llama "
-                              f"dim {args.dim} (2 layers), batch {args.batch}, seq 32; ratio = eager-cut step time / "
-                              "step time (higher is faster)."])
+                              f"dim {args.dim} (2 layers), batch {args.batch} per step (tp: the same on every rank; "
+                              "fsdp: each rank its own), seq 32; ratio = eager-cut step time / step time (higher is "
+                              "faster).",
+                              "tp: compiled (torch.compile(backend=\"tpu\")), SGD; in programs = the compiled graphs "
+                              "hold the collectives, eager cut = TORCH_TPU_DIST_CUT_COLLECTIVES.",
+                              "fsdp: FSDP2 on every block and the root, AdamW, Fused Eager; in programs = the step "
+                              "inside torch.tpu.distributed.spmd_safe, eager cut = the same step outside it."])
 
 
 if __name__ == "__main__":

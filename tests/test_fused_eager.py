@@ -193,3 +193,67 @@ def test_steps_cut_by_the_size_limit_compile_once_then_replay(read_loss):
     for f, s, c in zip(fused_params, strict_params, cpu_params):
         torch.testing.assert_close(torch.tensor(f), torch.tensor(s), rtol=1e-3, atol=2e-4)  # AdamW: see above
         torch.testing.assert_close(torch.tensor(f), torch.tensor(c), rtol=1e-3, atol=2e-4)
+
+
+def test_synchronize_and_events_flush_only_their_device():
+    # One deferred graph per device: a synchronize or an event of one device leaves another
+    # device's graph recording (ranks that run as threads would otherwise cut each other's graphs
+    # at points that change from step to step, and compile new graphs every step).
+    with mode("fused"):
+        torch_tpu.execution_mode.flush()
+        a = torch.arange(8.0, device="tpu:0") * 2 + 1
+        b = torch.arange(8.0, device="tpu:1") * 3 + 1
+        both = torch_tpu.execution_mode.pending_ops()
+        torch.tpu.synchronize(0)
+        left = torch_tpu.execution_mode.pending_ops()
+        assert 0 < left < both  # device 1's ops are still deferred
+        torch.tpu.Event(enable_timing=True).record(torch.tpu.current_stream(1))
+        assert torch_tpu.execution_mode.pending_ops() == 0
+        c = torch.arange(8.0, device="tpu:1") - 1
+        torch.tpu.Event(enable_timing=True).record(torch.tpu.current_stream(0))
+        assert torch_tpu.execution_mode.pending_ops() > 0
+    torch.testing.assert_close(a.cpu(), torch.arange(8.0) * 2 + 1)
+    torch.testing.assert_close(b.cpu(), torch.arange(8.0) * 3 + 1)
+    torch.testing.assert_close(c.cpu(), torch.arange(8.0) - 1)
+
+
+@pytest.mark.parametrize("make", [lambda: torch.tpu.current_stream().record_event(),
+                                  lambda: torch.tpu.Event().record() or None,
+                                  lambda: torch.Event(device="tpu").record() or None],
+                         ids=["stream.record_event", "tpu.Event.record", "torch.Event.record"])
+def test_an_event_without_timing_leaves_the_graph_recording(make):
+    # FSDP2 records an event around every collective: cutting the graph at each split a step
+    # into many programs. The event is deferred until it is asked about; then it launches the
+    # graph and completes after it.
+    with mode("fused"):
+        torch_tpu.execution_mode.flush()
+        x = torch.arange(8.0, device="tpu") * 2
+        event = torch.tpu.current_stream().record_event()
+        make()
+        pending = torch_tpu.execution_mode.pending_ops()
+        assert pending > 0  # nothing was launched by recording
+        y = x + 1  # recorded after the event: the same graph
+        assert torch_tpu.execution_mode.pending_ops() > pending
+        torch.tpu.current_stream().wait_event(event)  # waiting from a stream: nothing to launch
+        assert torch_tpu.execution_mode.pending_ops() > pending
+        event.synchronize()
+        assert torch_tpu.execution_mode.pending_ops() == 0 and event.query()
+        z = y * 3
+        later = torch.tpu.current_stream().record_event()
+        later.query()  # asking about it launches the graph
+        assert torch_tpu.execution_mode.pending_ops() == 0
+    torch.testing.assert_close(z.cpu(), (torch.arange(8.0) * 2 + 1) * 3)
+
+
+def test_a_timing_event_cuts_the_graph_where_it_is_recorded():
+    with mode("fused"):
+        torch_tpu.execution_mode.flush()
+        start, end = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
+        x = torch.randn(64, 64, device="tpu")
+        start.record()
+        assert torch_tpu.execution_mode.pending_ops() == 0
+        y = x @ x
+        end.record()
+        assert torch_tpu.execution_mode.pending_ops() == 0
+        assert start.elapsed_time(end) >= 0
+    torch.testing.assert_close(y.cpu(), x.cpu() @ x.cpu(), rtol=1e-4, atol=1e-4)

@@ -4,36 +4,65 @@
 
 #include <thread>
 
+#include "runtime/pending_work.h"
 #include "runtime/runtime.h"
 
 namespace tpu::device {
 
-void TpuEvent::record() {
+void TpuEvent::watch(const std::shared_ptr<State>& state, std::vector<std::shared_ptr<pjrt::Event>> events) {
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->events = events;
+    state->remaining = static_cast<int>(events.size());
+    if (state->remaining == 0) state->done_at = std::chrono::steady_clock::now();
+  }
+  for (const auto& ev : events) {
+    ev->on_ready([state](const pjrt::ErrorInfo*) {
+      std::lock_guard<std::mutex> lock(state->mu);
+      if (--state->remaining == 0) state->done_at = std::chrono::steady_clock::now();
+    });
+  }
+}
+
+void TpuEvent::record(bool timing) {
   auto state = std::make_shared<State>();
-  state->events = runtime::Runtime::get().tracker(device_).pending();
-  state->remaining = static_cast<int>(state->events.size());
-  if (state->remaining == 0) {
-    state->done_at = std::chrono::steady_clock::now();
+  if (!timing && runtime::has_pending_work_on(device_)) {
+    // Deferred: resolve() captures the work outstanding then, which holds all outstanding now.
+    state->deferred.store(true);
   } else {
-    for (const auto& ev : state->events) {
-      ev->on_ready([state](const pjrt::ErrorInfo*) {
-        std::lock_guard<std::mutex> lock(state->mu);
-        if (--state->remaining == 0) state->done_at = std::chrono::steady_clock::now();
-      });
-    }
+    watch(state, runtime::Runtime::get().tracker(device_).pending());
   }
   state_ = std::move(state);
 }
 
+bool TpuEvent::deferred() const { return state_ && state_->deferred.load(); }
+
+void TpuEvent::resolve() const {
+  if (!deferred()) return;
+  std::call_once(state_->resolved, [this] {
+    // Everything outstanding now: the work enqueued at the record, the graph that was deferred
+    // then, and what came after it (a later completion, never an earlier one).
+    watch(state_, runtime::Runtime::get().tracker(device_).pending());
+    state_->deferred.store(false);
+  });
+}
+
 bool TpuEvent::query() const {
   if (!state_) return true;
+  resolve();
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->remaining == 0;
 }
 
 void TpuEvent::synchronize() const {
   if (!state_) return;
-  for (const auto& ev : state_->events) {
+  resolve();
+  std::vector<std::shared_ptr<pjrt::Event>> events;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    events = state_->events;
+  }
+  for (const auto& ev : events) {
     try {
       ev->await();
     } catch (const std::exception&) {

@@ -70,7 +70,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void recordDataPtrOnStream(const c10::DataPtr&, const Stream&) const override {}
 
   void record(void** event, const Stream& stream, const DeviceIndex device_index,
-              const c10::EventFlag) const override {
+              const c10::EventFlag flag) const override {
     const DeviceIndex device = device_index < 0 ? stream.device_index() : device_index;
     TORCH_CHECK(device == stream.device_index(), "Event device index ", device,
                 " does not match recording stream's device index ", stream.device_index(), ".");
@@ -78,7 +78,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     auto* e = static_cast<TpuEvent*>(*event);
     TORCH_CHECK(e->device() == device, "Event was created on tpu:", e->device(),
                 " and cannot be recorded on tpu:", device);
-    e->record();
+    e->record(/*timing=*/flag == c10::EventFlag::BACKEND_DEFAULT);  // enable_timing=True
   }
   void block(void*, const Stream&) const override {
     // Work on the device is ordered by data dependencies; there is nothing to wait for.

@@ -179,7 +179,7 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::collective(const Group& group, con
     count(device_, true);  // joins the device's deferred graph
   } else {
     strict.emplace();  // nothing of the collective is recorded into the deferred graph
-    runtime::flush_pending_work();  // a collective ends the pending graph
+    runtime::flush_pending_work_on(device_);  // a collective ends this device's pending graph
     count(device_, false);
   }
   group.what = what;

@@ -114,16 +114,19 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::reduce(std::vector<at::Tensor>& te
   const Reduction red = reduction(opts.reduceOp, tensors[0].scalar_type(), what);
   return collective(*group_, what, c10d::OpType::REDUCE,
                     "reduce " + red.name + " to " + std::to_string(root) + " " + list(tensors), tensors, [&] {
+    // The same program on every rank: only the root's replica takes the result, the others
+    // write back their input (lowering/collectives.cc), so it can join a recorded graph.
     std::vector<at::Tensor> in;
     for (const auto& t : tensors) in.push_back(dense(t));
     group_->round = kMeetsPerCollective * seq_++;
-    auto out = run_program(*group_, "all_reduce", "c10d::reduce_", in, in.size(), getSize(),
-                           [&](aten::OpRunner& r) { set_reduction(r, red); });
-    // Only the root's tensors receive the result; the others keep their input.
-    if (getRank() == root) {
-      for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(out[i]);
+    run_program_in_place(*group_, "all_reduce", "c10d::reduce_", in, getSize(), [&](aten::OpRunner& r) {
+      set_reduction(r, red);
+      r.attrs().set_int("root", root);
+    });
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (!in[i].is_same(tensors[i])) tensors[i].copy_(in[i]);
     }
-  });
+  }, /*same_on_every_rank=*/true);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,

@@ -47,7 +47,9 @@ void copy_back(const std::vector<at::Tensor>& device, const std::vector<at::Tens
 
 std::vector<at::Tensor> snapshots(const std::vector<at::Tensor>& ts) {
   exec::StrictScope strict;
-  runtime::flush_pending_work();  // a collective ends the pending graph
+  for (const auto& t : ts) {
+    runtime::flush_pending_work_on(t.device().index());  // a collective ends its device's pending graph
+  }
   std::vector<at::Tensor> out;
   for (const auto& t : ts) out.push_back(snapshot(t));
   return out;

@@ -52,6 +52,17 @@ void FusedGraphs::flush() {
   each([](FusedGraph& g) { g.flush_unless_foreign(); });
 }
 
+void FusedGraphs::flush_device(int device) {
+  if (device < 0 || device >= kMaxDevices) return flush();
+  if (FusedGraph* g = graphs_[device].load(std::memory_order_acquire)) g->flush_unless_foreign();
+}
+
+bool FusedGraphs::pending_on(int device) const {
+  if (device < 0 || device >= kMaxDevices) return false;
+  const FusedGraph* g = graphs_[device].load(std::memory_order_acquire);
+  return g != nullptr && g->pending_ops() > 0;
+}
+
 void FusedGraphs::flush_for(const runtime::DeviceStorage* storage) { of(storage->device()).flush_for(storage); }
 
 void FusedGraphs::forget(runtime::DeviceStorage* storage, bool destroyed) {

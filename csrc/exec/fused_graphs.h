@@ -34,6 +34,9 @@ class FusedGraphs : public runtime::PendingWork {
   // rank's own thread may launch it (launched from here it would wait for a part this thread
   // is meant to launch afterwards).
   void flush() override;
+  // The same for `device`'s graph alone.
+  void flush_device(int device) override;
+  bool pending_on(int device) const override;
   void flush_for(const runtime::DeviceStorage* storage) override;
   void forget(runtime::DeviceStorage* storage, bool destroyed) override;
   // A host read cuts the calling thread's capture, if any.

@@ -8,7 +8,8 @@
 //
 // Attributes: group_size (replicas), combine (CollectiveCombine), mean (divide the sum by the group
 // size), premul (the last input is a scalar every input is multiplied by first), pairs (flattened
-// [source, target] replica pairs of collective_permute).
+// [source, target] replica pairs of collective_permute), root (all_reduce: only that replica takes
+// the result, the others keep their input - c10d's reduce; broadcast_bits: see there).
 #include "lowering/collectives.h"
 
 #include <optional>
@@ -79,6 +80,13 @@ Value divided_by_group(Context& ctx, Value v) {
   return b.div(v, n);
 }
 
+// Whether this replica is `root` (stablehlo.replica_id): the same program on every rank, each
+// learning its own part when it runs.
+Value is_replica(Builder& b, int64_t root) {
+  const Value id = b.emit("stablehlo.replica_id", {}, TensorType{ElementType::kU32, {}});
+  return b.compare(id, b.constant_int(ElementType::kU32, root), Compare::kEQ);
+}
+
 CollectiveCombine combine_of(const Attrs& attrs) {
   return static_cast<CollectiveCombine>(attrs.get_int("combine", 0));
 }
@@ -116,13 +124,18 @@ Value all_to_all_flat(Builder& b, Value flat, int64_t n) {
                     std::to_string(n) + " : i64, " + replica_groups(n));
 }
 
-// all_reduce: every input reduced elementwise across the group (same shape out).
+// all_reduce: every input reduced elementwise across the group (same shape out; with "root", only
+// on that replica).
 std::vector<Value> lower_all_reduce(Context& ctx, const std::vector<Value>& raw) {
   Builder& b = ctx.b;
   const int64_t n = ctx.attrs.get_int("group_size");
   std::vector<Value> out;
   const CollectiveCombine c = combine_of(ctx.attrs);
-  for (Value v : premultiplied(ctx, raw)) {
+  const int64_t root = ctx.attrs.get_int("root", -1);
+  const std::optional<Value> is_root = root >= 0 ? std::optional<Value>(is_replica(b, root)) : std::nullopt;
+  const std::vector<Value> in = premultiplied(ctx, raw);
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Value v = in[i];
     const TensorType t = b.type(v);
     Value r;
     const int64_t bytes = t.numel() * static_cast<int64_t>(element_size(t.dtype));
@@ -139,7 +152,8 @@ std::vector<Value> lower_all_reduce(Context& ctx, const std::vector<Value>& raw)
       Value rows = b.reshape(all_gather_flat(b, b.reshape(v, {t.numel()}), n), {n, t.numel()});
       r = b.reshape(reduce_rows(b, rows, c), t.dims);
     }
-    out.push_back(divided_by_group(ctx, r));
+    r = divided_by_group(ctx, r);
+    out.push_back(is_root ? b.select(b.broadcast_to(*is_root, t.dims), r, raw[i]) : r);
   }
   return out;
 }
@@ -216,11 +230,7 @@ std::vector<Value> lower_broadcast_bits(Context& ctx, const std::vector<Value>& 
   Builder& b = ctx.b;
   const int64_t n = ctx.attrs.get_int("group_size");
   const int64_t root = ctx.attrs.get_int("root", -1);
-  std::optional<Value> is_root;
-  if (root >= 0) {
-    const Value id = b.emit("stablehlo.replica_id", {}, TensorType{ElementType::kU32, {}});
-    is_root = b.compare(id, b.constant_int(ElementType::kU32, root), Compare::kEQ);
-  }
+  const std::optional<Value> is_root = root >= 0 ? std::optional<Value>(is_replica(b, root)) : std::nullopt;
   std::vector<Value> out;
   for (Value v : in) {
     const TensorType t = b.type(v);

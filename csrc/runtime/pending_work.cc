@@ -15,6 +15,15 @@ void flush_pending_work() {
   if (PendingWork* w = g_work.load()) w->flush();
 }
 
+void flush_pending_work_on(int device) {
+  if (PendingWork* w = g_work.load()) w->flush_device(device);
+}
+
+bool has_pending_work_on(int device) {
+  const PendingWork* w = g_work.load();
+  return w != nullptr && w->pending_on(device);
+}
+
 void flush_pending_work_for(const DeviceStorage* storage) {
   if (PendingWork* w = g_work.load()) w->flush_for(storage);
 }

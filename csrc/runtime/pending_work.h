@@ -16,6 +16,12 @@ class PendingWork {
   // Like flush(), because `storage`'s contents are needed now: the work may launch what that
   // storage depends on first and the rest behind it.
   virtual void flush_for(const DeviceStorage* storage) { flush(); }
+  // Like flush(), for the work of `device` only: a collective or a synchronize of one device
+  // must not cut what other threads record for theirs (ranks that run as threads would then
+  // cut each other's graphs at points that change from step to step).
+  virtual void flush_device(int device) { flush(); }
+  // Whether work recorded for `device` waits to be enqueued.
+  virtual bool pending_on(int device) const { return false; }
   // `storage` gets contents from outside the recorder, or (`destroyed`) is being destroyed:
   // forget it.
   virtual void forget(DeviceStorage* storage, bool destroyed) = 0;
@@ -29,6 +35,10 @@ void set_pending_work(PendingWork* work);
 PendingWork* pending_work();
 // Flushes the pending work, if any.
 void flush_pending_work();
+// Flushes the pending work of `device`, if any.
+void flush_pending_work_on(int device);
+// Whether work recorded for `device` waits to be enqueued.
+bool has_pending_work_on(int device);
 // Flushes the pending work, if any, because `storage`'s contents are needed now.
 void flush_pending_work_for(const DeviceStorage* storage);
 // Tells the pending work, if any, that device data is being read on the host.

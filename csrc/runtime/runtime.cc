@@ -155,7 +155,7 @@ Runtime& Runtime::get() {
     auto* rt = new Runtime();
     rt->client_ = std::move(client);
     for (size_t i = 0; i < rt->client_->devices().size(); ++i) {
-      rt->trackers_.push_back(std::make_unique<WorkTracker>());
+      rt->trackers_.push_back(std::make_unique<WorkTracker>(static_cast<int>(i)));
     }
     if (kind == PluginKind::kXlaCpu) {
       try {

@@ -73,7 +73,7 @@ void WorkTracker::note_error(const std::string& message) {
 
 void WorkTracker::synchronize() {
   profiler::HostSpan span("wait");
-  flush_pending_work();
+  flush_pending_work_on(device_);
   LaunchQueue::get().drain();
   std::deque<Item> items;
   {
@@ -103,7 +103,7 @@ void WorkTracker::synchronize() {
 }
 
 bool WorkTracker::idle() {
-  flush_pending_work();
+  flush_pending_work_on(device_);
   if (!LaunchQueue::get().empty()) return false;
   std::lock_guard<std::mutex> lock(mu_);
   prune_locked();
@@ -111,7 +111,7 @@ bool WorkTracker::idle() {
 }
 
 std::vector<std::shared_ptr<pjrt::Event>> WorkTracker::pending() {
-  flush_pending_work();
+  flush_pending_work_on(device_);
   LaunchQueue::get().drain();
   std::lock_guard<std::mutex> lock(mu_);
   prune_locked();

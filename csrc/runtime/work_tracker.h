@@ -21,6 +21,8 @@ namespace tpu::runtime {
 
 class WorkTracker {
  public:
+  explicit WorkTracker(int device) : device_(device) {}
+
   // Records work; when more than `kMaxPending` items are outstanding the oldest is awaited
   // first, which bounds how far the host runs ahead (as a CUDA launch queue does).
   // `keep` are the buffers the work reads or writes: they are released only after it has
@@ -37,7 +39,7 @@ class WorkTracker {
   // next synchronize does not raise it again, so a process that handles the error (an
   // out-of-memory one: free tensors, retry smaller) goes on.
   void reported(const std::string& message);
-  // Waits for all recorded work (flushing deferred work and the launch queue first). Throws std::runtime_error naming the op of the first failure.
+  // Waits for all recorded work (flushing this device's deferred work and the launch queue first). Throws std::runtime_error naming the op of the first failure.
   void synchronize();
   // True when nothing is queued for launch and every recorded item has finished (errors are kept for the next synchronize).
   bool idle();
@@ -73,6 +75,7 @@ class WorkTracker {
   void prune_locked();
   void note_error_locked(const Item& item, const pjrt::ErrorInfo& error);
 
+  const int device_;  // whose deferred work a synchronize flushes
   std::mutex mu_;
   std::deque<Item> items_;
   std::optional<std::string> first_error_;

@@ -25,7 +25,7 @@ std::vector<float> iota_floats(size_t n) {
 }
 
 TEST(Transfers, UploadThenDownloadRoundTrips) {
-  runtime::WorkTracker tracker;
+  runtime::WorkTracker tracker(0);
   const std::vector<float> host = iota_floats(6);
   auto buffer = runtime::upload(client(), host.data(), ElementType::kF32, {2, 3}, 0);
   EXPECT_EQ(buffer->dims(), (hlo::Dims{2, 3}));
@@ -36,7 +36,7 @@ TEST(Transfers, UploadThenDownloadRoundTrips) {
 }
 
 TEST(Transfers, UploadCopiesDuringTheCall) {
-  runtime::WorkTracker tracker;
+  runtime::WorkTracker tracker(0);
   std::vector<int64_t> host{1, 2, 3};
   auto buffer = runtime::upload(client(), host.data(), ElementType::kI64, {3}, 1);
   host.assign(3, -1);  // the caller may reuse its memory at once
@@ -46,7 +46,7 @@ TEST(Transfers, UploadCopiesDuringTheCall) {
 }
 
 TEST(Transfers, AsyncUploadKeepsTheHostOwnerUntilTransferred) {
-  runtime::WorkTracker tracker;
+  runtime::WorkTracker tracker(0);
   auto host = std::make_shared<std::vector<float>>(iota_floats(1024));
   std::weak_ptr<std::vector<float>> watch = host;
   const void* data = host->data();
@@ -59,7 +59,7 @@ TEST(Transfers, AsyncUploadKeepsTheHostOwnerUntilTransferred) {
 }
 
 TEST(Transfers, AsyncDownloadIsCompleteAfterSynchronize) {
-  runtime::WorkTracker tracker;
+  runtime::WorkTracker tracker(0);
   const std::vector<float> host = iota_floats(512);
   auto buffer = runtime::upload(client(), host.data(), ElementType::kF32, {512}, 0);
   std::vector<float> back(512, 0.0f);
@@ -69,7 +69,7 @@ TEST(Transfers, AsyncDownloadIsCompleteAfterSynchronize) {
 }
 
 TEST(Transfers, AdoptedUploadRoundTrips) {
-  runtime::WorkTracker tracker;
+  runtime::WorkTracker tracker(0);
   std::vector<double> host{0.5, -2.0, 8.25, 1e300};
   runtime::AdoptedUpload up = runtime::upload_adopting(client(), host.data(), ElementType::kF64, {4}, 0);
   std::vector<double> back(4);
@@ -84,7 +84,7 @@ TEST(Transfers, AdoptedUploadRoundTrips) {
 }
 
 TEST(Transfers, CopyToAnotherDeviceRoundTrips) {
-  runtime::WorkTracker tracker;
+  runtime::WorkTracker tracker(0);
   const std::vector<float> host = iota_floats(8);
   auto on0 = runtime::upload(client(), host.data(), ElementType::kF32, {8}, 0);
   auto on1 = runtime::copy_to_device(*on0, client().devices()[1]);
@@ -95,7 +95,7 @@ TEST(Transfers, CopyToAnotherDeviceRoundTrips) {
 }
 
 TEST(Transfers, DownloadOfALostBufferNamesItsWriter) {
-  runtime::WorkTracker tracker;
+  runtime::WorkTracker tracker(0);
   const std::vector<float> host = iota_floats(4);
   auto buffer = runtime::upload(client(), host.data(), ElementType::kF32, {4}, 0);
   buffer->release_memory();  // as a device fault would

@@ -27,8 +27,6 @@ class TpuEvent {
   // Captures the device's outstanding work (`timing`: the event measures time).
   void record(bool timing = true);
   bool recorded() const { return state_ != nullptr; }
-  // Whether the event is recorded but still deferred (see above).
-  bool deferred() const;
   bool query() const;
   void synchronize() const;
   // Milliseconds between two completed events (synchronizes both first).
@@ -45,6 +43,8 @@ class TpuEvent {
   };
   // Counts `events` down to done_at as they complete.
   static void watch(const std::shared_ptr<State>& state, std::vector<std::shared_ptr<pjrt::Event>> events);
+  // Whether the event is recorded but still deferred (see above).
+  bool deferred() const;
   // A deferred event: launches the device's deferred graph and captures the outstanding work.
   void resolve() const;
 

@@ -32,6 +32,7 @@ _M = "torch_tpu.tpu.memory:"
 _R = "torch_tpu.tpu.random:"
 _S = "torch_tpu.tpu.streams:"
 _OPS = "torch_tpu.ops."
+_SPARSE = "torch_tpu.ops.sparse_dense:"
 _DIST = "torch_tpu.distributed."
 
 # module -> {name: (target, stage)}; a target is "module:attribute" or a Property.
@@ -121,6 +122,12 @@ PUBLIC = {
         "reduce_scatter_dim": (_OPS + "collectives:reduce_scatter_dim", EXPERIMENTAL),
         "send": (_OPS + "collectives:send", EXPERIMENTAL),
         "splash_sdpa": (_OPS + "attention:splash_sdpa", EXPERIMENTAL),
+        "sparse_dense_matmul": (_SPARSE + "sparse_dense_matmul", EXPERIMENTAL),
+        "sparse_dense_matmul_activation_unstack": (_SPARSE + "sparse_dense_matmul_activation_unstack", EXPERIMENTAL),
+        "sparse_dense_matmul_grad_with_adagrad": (_SPARSE + "sparse_dense_matmul_grad_with_adagrad", EXPERIMENTAL),
+        "sparse_dense_matmul_grad_with_adam": (_SPARSE + "sparse_dense_matmul_grad_with_adam", EXPERIMENTAL),
+        "sparse_dense_matmul_grad_with_sgd": (_SPARSE + "sparse_dense_matmul_grad_with_sgd", EXPERIMENTAL),
+        "sparse_dense_matmul_gradient_stack": (_SPARSE + "sparse_dense_matmul_gradient_stack", EXPERIMENTAL),
         "strip_jagged_padding": (_OPS + "jagged:strip_jagged_padding", EXPERIMENTAL),
     },
     "torch.tpu.optimizers": {

@@ -218,3 +218,58 @@ def test_bad_calls_are_clear_errors():
         opt_mod.Sgd(nesterov=True)
     with pytest.raises(TypeError, match="nn.Module"):
         opt_mod.SingleTraceTrainer(lambda x: x)
+
+
+def test_compile_fn_gets_the_whole_step_as_one_graph():
+    """As in the original: the step - forward, loss, backward and the update - traced into one FX
+    graph per batch layout and handed to compile_fn, whose result runs every step."""
+    seen = []
+
+    def compile_fn(graph, example_inputs):
+        seen.append((graph, len(example_inputs)))
+        return graph  # run the traced graph as it is
+
+    ours, theirs = OPTIMIZERS["sgd_momentum"]  # (Adam would amplify the float noise of the bias BatchNorm cancels)
+    batches = _batches(4)
+    ref = _mlp(norm=torch.nn.BatchNorm1d)
+    ref_losses = _torch_reference(ref, theirs, batches)
+    model = _mlp(norm=torch.nn.BatchNorm1d).to("tpu")
+    trainer = opt_mod.SingleTraceTrainer(model, ours(), compile_fn=compile_fn)
+    step = trainer.make_compiled_train_step(batches[0][0].to("tpu"), batches[0][1].to("tpu"))
+    losses = [step(x.to("tpu"), y.to("tpu")).item() for x, y in batches]
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), rtol=1e-5, atol=1e-6)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-6)
+    for b, rb in zip(model.buffers(), ref.buffers()):
+        assert_close(b, rb, rtol=1e-5, atol=1e-6)
+    assert len(seen) == 1  # traced once for the batch layout
+    graph, n_inputs = seen[0]
+    assert isinstance(graph, torch.fx.GraphModule)
+    placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
+    assert len(placeholders) == n_inputs
+    targets = [str(n.target) for n in graph.graph.nodes if n.op == "call_function"]
+    assert sum(t in ("aten.mm.default", "aten.addmm.default") for t in targets) >= 5  # forward and backward
+    assert "aten.mse_loss_backward.default" in targets
+    assert any(t.split(".")[1].endswith("_") for t in targets if t.startswith("aten.")), targets  # in-place update
+    step(batches[0][0][:4].to("tpu"), batches[0][1][:4].to("tpu"))
+    assert len(seen) == 2  # a new batch shape is traced again
+
+
+def test_compile_fn_of_one_argument_and_torch_compile_without_optimizer():
+    batches = _batches(2)
+    ref = _mlp()
+    graphs = []
+    for compile_fn in (lambda graph: graphs.append(graph) or graph,
+                       lambda graph, example: torch.compile(graph, backend="tpu")):
+        model = _mlp().to("tpu")
+        trainer = opt_mod.SingleTraceTrainer(model, compile_fn=compile_fn)
+        step = trainer.make_compiled_train_step(batches[0][0].to("tpu"), batches[0][1].to("tpu"))
+        for x, y in batches:
+            loss = step(x.to("tpu"), y.to("tpu"))
+            ref.zero_grad()
+            ref_loss = torch.nn.functional.mse_loss(ref(x), y)
+            ref_loss.backward()
+            assert_close(loss, ref_loss.detach(), rtol=1e-5, atol=1e-6)
+            for p, q in zip(model.parameters(), ref.parameters()):
+                assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
+    assert len(graphs) == 1 and isinstance(graphs[0], torch.fx.GraphModule)

@@ -21,10 +21,10 @@ the mean squared error against the targets, or the model output's ``loss``, or t
 or a dict of keyword arguments. Without an optimizer the step computes the gradients and stores
 them in each parameter's ``.grad``.
 
-``compile_fn`` (the original's callback that compiles its traced step graph) is accepted and
-checked to be callable; torch_tpu compiles the captured step itself - the program a ``compile_fn``
-such as ``torch.compile(backend="tpu")`` would produce, updating the state in place instead of
-returning copies.
+Without a ``compile_fn`` (the original requires one) torch_tpu captures and compiles the step
+itself as above. With one, as in the original, the step is traced into an FX graph (``make_fx``,
+once per batch layout) that is handed to ``compile_fn`` and whose result runs every step
+(torch_tpu/optimizers/traced_step.py): the caller decides how the step is compiled.
 """
 
 import torch
@@ -32,6 +32,7 @@ from torch.utils import _pytree
 
 from ..captured import CapturedPrograms
 from .base import named_params
+from .traced_step import TracedSteps
 
 
 def _default_loss(out, targets):
@@ -111,7 +112,7 @@ class SingleTraceTrainer:
                 seen.add(t.untyped_storage().data_ptr())
                 state.append(t)
 
-        def run(batch_leaves, spec):
+        def loss_and_grads(batch_leaves, spec, diff_params):
             inputs, targets = _pytree.tree_unflatten(batch_leaves, spec)
             args, kwargs = _call_args(inputs)
             with torch.enable_grad():
@@ -119,12 +120,20 @@ class SingleTraceTrainer:
                     loss = self._compute_loss_fn(self._model, args, kwargs)
                 else:
                     loss = _default_loss(self._model(*args, **kwargs), targets)
-                grads = torch.autograd.grad(loss, param_list, allow_unused=True)
-            grads = [torch.zeros_like(p) if g is None else g for p, g in zip(param_list, grads)]
+                grads = torch.autograd.grad(loss, diff_params, allow_unused=True)
+            return loss, [torch.zeros_like(p) if g is None else g for p, g in zip(diff_params, grads)]
+
+        def run(batch_leaves, spec):
+            loss, grads = loss_and_grads(batch_leaves, spec, param_list)
             if self._optimizer is not None:
                 self._optimizer.step(self._param_group, dict(zip(names, grads)))
                 return [loss.detach()]
             return [loss.detach(), *grads]
+
+        compile_fn = compile_fn if compile_fn is not None else self._compile_fn
+        traced = None if compile_fn is None else TracedSteps(
+            compile_fn, self._model, self._optimizer, self._param_group, state, names,
+            [self._names[k] for k in names], loss_and_grads)
 
         def train_step(inputs, targets=None):
             if (targets is not None) != with_targets:
@@ -145,7 +154,10 @@ class SingleTraceTrainer:
                 full = [next(it) if isinstance(x, torch.Tensor) else x for x in leaves]
                 return run(full, spec)
 
-            outs = self._programs.run(key, step_fn, tensors + state)
+            if traced is not None:
+                outs = traced.run(key, tensors, leaves, spec)
+            else:
+                outs = self._programs.run(key, step_fn, tensors + state)
             if self._optimizer is None:
                 for p, g in zip(param_list, outs[1:]):
                     p.grad = g

@@ -18,14 +18,31 @@
 namespace tpu::aten {
 
 bool lowering_supports_complex(const std::string& op, const lowering::Attrs& attrs) {
-  // Ops whose lowerings are the plain StableHLO op on any element type, or written for complex.
+  // Ops whose lowerings are the plain StableHLO/CHLO op on any element type, or written for
+  // complex; each is checked against the CPU by the OpInfo sweep's complex64 samples.
   static const std::set<std::string> kOk = {
-      "copy", "full", "cat", "add", "sub", "mul", "neg", "rsub", "sum", "mean", "mm", "bmm", "mv",
-      "dot", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "reciprocal", "where",
-      "masked_fill", "pad_constant", "roll", "flip", "index_select", "gather", "conj", "complex", "polar",
-      "complex_real", "complex_imag", "complex_abs", "complex_angle", "complex_sgn", "fft_c2c", "fft_r2c",
-      "fft_c2r"};
+      // pointwise
+      "copy", "full", "add", "sub", "mul", "neg", "rsub", "exp", "exp2", "expm1", "log", "log1p", "log2", "log10",
+      "sqrt", "rsqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh",
+      "atanh", "sigmoid", "silu", "sinc", "reciprocal", "pow", "eq", "ne", "isnan", "isinf", "isfinite", "lerp",
+      "addcmul", "addcdiv", "logical_not", "logical_and", "logical_or", "logical_xor", "where", "masked_fill",
+      "conj", "complex", "polar", "complex_real", "complex_imag", "complex_abs", "complex_angle", "complex_sgn",
+      // reductions and scans (var and vector_norm reduce real magnitudes)
+      "sum", "mean", "prod", "cumsum", "cumprod", "all", "any", "var", "vector_norm",
+      // products
+      "mm", "bmm", "mv", "dot", "addmm", "addmv", "cross",
+      // data movement
+      "cat", "pad_constant", "pad_index", "pad_index_backward", "roll", "flip", "triangle", "eye", "im2col",
+      "index", "index_put", "index_select", "index_fill", "gather", "take", "put", "nonzero", "masked_select",
+      "masked_scatter",
+      // transforms
+      "fft_c2c", "fft_r2c", "fft_c2r"};
   if (op == "div") return attrs.get_int("rounding_mode", 0) == 0;  // floor/trunc are real-only
+  if (op == "scatter" || op == "index_update") {  // sums, products and plain writes; no ordering
+    const std::string& reduce = attrs.get_string("reduce");
+    return reduce == "none" || reduce == "copy" || reduce == "add" || reduce == "sum" || reduce == "multiply" ||
+           reduce == "prod";
+  }
   return kOk.count(op) > 0;
 }
 
@@ -42,11 +59,9 @@ at::Tensor complex_to_real(const char* lowering, const char* label, const at::Te
 }  // namespace
 
 bool complex_pointwise(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* lowering) {
-  static const std::set<std::string> kTable = {"exp",  "log",        "sqrt",  "rsqrt", "sin",
-                                               "cos",  "tanh",       "reciprocal", "rsub", "where",
-                                               "masked_fill"};
   const std::string name = lowering;
-  if (kTable.count(name)) return false;
+  const bool own_kernel = name == "abs" || name == "angle" || name == "sign";
+  if (!own_kernel && lowering_supports_complex(name, lowering::Attrs{})) return false;
   const auto& schema = op.schema();
   const char* own = name == "abs" ? "complex_abs" : name == "angle" ? "complex_angle" : name == "sign" ? "complex_sgn" : nullptr;
   if (own != nullptr && schema.arguments()[0].type()->kind() == c10::TypeKind::TensorType) {

@@ -29,7 +29,8 @@ at::Tensor k_nansum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
   return at::sum(clean, dim, keepdim, dtype);
 }
 
-at::Tensor k_vdot(const at::Tensor& self, const at::Tensor& other) { return at::dot(self, other); }
+// vdot conjugates its first argument (a lazy conj view: OpRunner resolves it).
+at::Tensor k_vdot(const at::Tensor& self, const at::Tensor& other) { return at::dot(self.conj(), other); }
 
 bool k_equal(const at::Tensor& self, const at::Tensor& other) {
   if (self.sizes() != other.sizes()) return false;

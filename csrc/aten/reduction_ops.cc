@@ -217,12 +217,14 @@ std::tuple<at::Tensor&, at::Tensor&> k_aminmax_out(const at::Tensor& self, std::
 
 at::Tensor statistic(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                      bool keepdim, bool take_sqrt, bool with_mean, at::Tensor* mean_out) {
-  TORCH_CHECK(c10::isFloatingType(self.scalar_type()), "std and var only support floating point and complex dtypes");
+  const at::ScalarType t = self.scalar_type();
+  TORCH_CHECK(c10::isFloatingType(t) || c10::isComplexType(t), "std and var only support floating point and complex dtypes");
   OpRunner r = reducer("var", take_sqrt ? "aten::std" : "aten::var", self, reduction_dims(self, dim), keepdim,
-                       accumulate_type(self.scalar_type()));
+                       accumulate_type(t));
   r.attrs().set_float("correction", correction ? correction->toDouble() : 1.0);
   r.attrs().set_bool("take_sqrt", take_sqrt).set_bool("with_mean", with_mean);
-  r.attrs().set_dtype("out_dtype", element_type(self.scalar_type()));
+  // A complex input's variance is real (its mean is complex).
+  r.attrs().set_dtype("out_dtype", element_type(c10::toRealValueType(t))).set_dtype("mean_dtype", element_type(t));
   auto outs = r.run(with_mean ? 2 : 1);
   if (mean_out != nullptr) *mean_out = outs[1];
   return outs[0];
@@ -259,8 +261,8 @@ std::tuple<at::Tensor, at::Tensor> k_std_mean(const at::Tensor& self, at::Option
 at::Tensor& k_vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim,
                               bool keepdim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
   const at::ScalarType in = dtype.value_or(self.scalar_type());
-  TORCH_CHECK(c10::isFloatingType(in), "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
-              in);
+  TORCH_CHECK(c10::isFloatingType(in) || c10::isComplexType(in),
+              "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", in);
   OpRunner r = reducer("vector_norm", "aten::linalg_vector_norm", self, reduction_dims(self, dim), keepdim,
                        accumulate_type(in));
   r.attrs().set_float("ord", ord.toDouble()).set_dtype("out_dtype", element_type(out.scalar_type()));

@@ -31,10 +31,12 @@ void check_can_cast(at::ScalarType result, const at::Tensor& out) {
 }
 
 bool is_one(const at::Scalar& s) {
+  if (s.isComplex()) return s.toComplexDouble() == c10::complex<double>(1.0, 0.0);
   return s.isFloatingPoint() ? s.toDouble() == 1.0 : (s.isBoolean() ? s.toBool() : s.toLong() == 1);
 }
 
 bool is_zero(const at::Scalar& s) {
+  if (s.isComplex()) return s.toComplexDouble() == c10::complex<double>(0.0, 0.0);
   return s.isFloatingPoint() ? s.toDouble() == 0.0 : (s.isBoolean() ? !s.toBool() : s.toLong() == 0);
 }
 

@@ -218,7 +218,8 @@ Value Builder::compare(Value a, Value b, Compare direction) {
   // The comparison type is always spelled out: left implicit, XLA's CPU constant folder
   // compared signed integers as unsigned (0 <= -1 came out true for all-size-1 shapes).
   const ElementType t = dtype(a);
-  const char* kind = is_floating(t) ? "FLOAT" : (is_unsigned(t) || t == ElementType::kBool) ? "UNSIGNED" : "SIGNED";
+  const char* kind = is_floating(t) || is_complex(t) ? "FLOAT"
+                     : (is_unsigned(t) || t == ElementType::kBool) ? "UNSIGNED" : "SIGNED";
   return emit("stablehlo.compare", {a, b}, TensorType{ElementType::kBool, dims(a)},
               std::string("comparison_direction = #stablehlo<comparison_direction ") + compare_name(direction) +
                   ">, compare_type = #stablehlo<comparison_type " + kind + ">");

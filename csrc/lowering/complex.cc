@@ -2,6 +2,7 @@
 // (real, imag) and conjugate it. StableHLO has real/imag/complex ops; everything else about
 // complex values (add, mul, exp, dot, reduce) is the ordinary op on complex element types.
 #include "lowering/hlo_names.h"
+#include "lowering/pointwise.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
@@ -75,10 +76,7 @@ namespace {
 
 // |z| and arg(z) of complex values (real results); the real-typed lowerings stay untouched.
 std::vector<Value> lower_complex_abs(Context& ctx, const std::vector<Value>& in) {
-  auto& b = ctx.b;
-  TensorType t = b.type(in[0]);
-  t.dtype = complex_part(t.dtype);
-  return {b.emit("stablehlo.abs", {in[0]}, t)};
+  return {magnitude(ctx.b, in[0])};
 }
 
 std::vector<Value> lower_complex_angle(Context& ctx, const std::vector<Value>& in) {

@@ -18,6 +18,12 @@ hlo::Value scalar_like(hlo::Builder& b, hlo::Value like, double value) { return 
 
 hlo::Value is_nan(hlo::Builder& b, hlo::Value x) { return b.compare(x, x, hlo::Compare::kNE); }
 
+hlo::Value magnitude(hlo::Builder& b, hlo::Value x) {
+  hlo::TensorType t = b.type(x);
+  t.dtype = complex_part(t.dtype);
+  return b.emit("stablehlo.abs", {x}, t);
+}
+
 hlo::Value logical_and(hlo::Builder& b, hlo::Value x, hlo::Value y) { return b.binary("stablehlo.and", x, y); }
 hlo::Value logical_or(hlo::Builder& b, hlo::Value x, hlo::Value y) { return b.binary("stablehlo.or", x, y); }
 hlo::Value logical_not(hlo::Builder& b, hlo::Value x) { return b.unary("stablehlo.not", x); }

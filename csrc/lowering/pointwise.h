@@ -21,6 +21,8 @@ bool register_pointwise(const PointwiseEntry* entries, size_t count);
 // Element-wise helpers on values of one shape.
 hlo::Value scalar_like(hlo::Builder& b, hlo::Value like, double value);  // full_like
 hlo::Value is_nan(hlo::Builder& b, hlo::Value x);
+// |x|: real-typed for complex x (stablehlo.abs's result type is the parts' type).
+hlo::Value magnitude(hlo::Builder& b, hlo::Value x);
 hlo::Value logical_and(hlo::Builder& b, hlo::Value x, hlo::Value y);
 hlo::Value logical_or(hlo::Builder& b, hlo::Value x, hlo::Value y);
 hlo::Value logical_not(hlo::Builder& b, hlo::Value x);

@@ -189,7 +189,8 @@ const PointwiseEntry kBinary[] = {
        Value diff = b.sub(end, start);
        Value low = b.add(start, b.mul(w, diff));
        Value high = b.sub(end, b.mul(diff, b.sub(scalar_like(b, w, 1), w)));
-       return b.select(b.compare(b.unary("stablehlo.abs", w), scalar_like(b, w, 0.5), Compare::kLT), low, high);
+       Value m = magnitude(b, w);
+       return b.select(b.compare(m, scalar_like(b, m, 0.5), Compare::kLT), low, high);
      }},
     {"addcmul", [](Context& c, const Args& a) { return c.b.add(a[0], c.b.mul(a[3], c.b.mul(a[1], a[2]))); }},
     {"addcdiv", [](Context& c, const Args& a) { return c.b.add(a[0], c.b.mul(a[3], c.b.div(a[1], a[2]))); }},

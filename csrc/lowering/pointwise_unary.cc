@@ -143,8 +143,21 @@ Value nan_to_num(Context& ctx, const Args& a) {
 }
 
 Value is_inf(Builder& b, Value x) {
-  if (!floating(b, x)) return b.full(hlo::TensorType{ElementType::kBool, b.dims(x)}, 0);
-  return b.compare(b.unary("stablehlo.abs", x), scalar_like(b, x, INFINITY), Compare::kEQ);
+  if (!floating(b, x) && !is_complex(b.dtype(x))) return b.full(hlo::TensorType{ElementType::kBool, b.dims(x)}, 0);
+  Value m = magnitude(b, x);  // complex values: infinite when either part is
+  return b.compare(m, scalar_like(b, m, INFINITY), Compare::kEQ);
+}
+
+// Complex values are finite when both parts are.
+Value is_finite(Builder& b, Value x) {
+  const hlo::TensorType flags{ElementType::kBool, b.dims(x)};
+  if (is_complex(b.dtype(x))) {
+    hlo::TensorType part = b.type(x);
+    part.dtype = complex_part(part.dtype);
+    return logical_and(b, is_finite(b, b.emit("stablehlo.real", {x}, part)),
+                       is_finite(b, b.emit("stablehlo.imag", {x}, part)));
+  }
+  return floating(b, x) ? b.emit("stablehlo.is_finite", {x}, flags) : b.full(flags, 1);
 }
 
 Value sinc(Builder& b, Value x) {
@@ -260,10 +273,7 @@ const PointwiseEntry kUnary[] = {
        return floating(c.b, a[0]) ? c.b.compare(a[0], scalar_like(c.b, a[0], -INFINITY), Compare::kEQ)
                                   : c.b.full(hlo::TensorType{ElementType::kBool, c.b.dims(a[0])}, 0);
      }},
-    {"isfinite", [](Context& c, const Args& a) {
-       return floating(c.b, a[0]) ? c.b.emit("stablehlo.is_finite", {a[0]}, hlo::TensorType{ElementType::kBool, c.b.dims(a[0])})
-                                  : c.b.full(hlo::TensorType{ElementType::kBool, c.b.dims(a[0])}, 1);
-     }},
+    {"isfinite", [](Context& c, const Args& a) { return is_finite(c.b, a[0]); }},
     {"bitwise_not", [](Context& c, const Args& a) { return logical_not(c.b, a[0]); }},
     {"logical_not", [](Context& c, const Args& a) { return logical_not(c.b, cast(c.b, a[0], ElementType::kBool)); }},
     {"nan_to_num", nan_to_num},

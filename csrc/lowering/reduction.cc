@@ -7,6 +7,7 @@
 
 #include "lowering/cast.h"
 #include "lowering/hlo_names.h"
+#include "lowering/pointwise.h"
 #include "lowering/registry.h"
 #include "lowering/scan.h"
 #include "lowering/shape_helpers.h"
@@ -120,12 +121,24 @@ Args lower_var(Context& ctx, const Args& in) {
   Value sum = reduce(b, x, dims, ReduceKind::kSum);
   Value mean = b.div(sum, b.full(b.type(sum), static_cast<double>(n)));
   Value centered = b.sub(x, expand_reduced(b, mean, b.dims(x), dims));
-  Value ss = reduce(b, b.mul(centered, centered), dims, ReduceKind::kSum);
+  Value squares;
+  if (is_complex(b.dtype(x))) {  // |z - mean|^2: the variance of complex values is real
+    hlo::TensorType part = b.type(centered);
+    part.dtype = complex_part(part.dtype);
+    Value re = b.emit("stablehlo.real", {centered}, part), im = b.emit("stablehlo.imag", {centered}, part);
+    squares = b.add(b.mul(re, re), b.mul(im, im));
+  } else {
+    squares = b.mul(centered, centered);
+  }
+  Value ss = reduce(b, squares, dims, ReduceKind::kSum);
   const double denom = std::max(0.0, static_cast<double>(n) - ctx.attrs.get_float("correction"));
   Value var = b.div(ss, b.full(b.type(ss), denom));
   if (ctx.attrs.get_bool("take_sqrt", false)) var = b.unary("stablehlo.sqrt", var);
   Args out{finish(ctx, var, b.dims(x), dims)};
-  if (ctx.attrs.get_bool("with_mean", false)) out.push_back(finish(ctx, mean, b.dims(x), dims));
+  if (ctx.attrs.get_bool("with_mean", false)) {
+    if (ctx.attrs.get_bool("keepdim", false)) mean = keep_dims(b, mean, b.dims(x), dims);
+    out.push_back(ctx.attrs.has("mean_dtype") ? cast(b, mean, ctx.attrs.get_dtype("mean_dtype")) : mean);
+  }
   return out;
 }
 
@@ -134,7 +147,7 @@ Args lower_vector_norm(Context& ctx, const Args& in) {
   auto& b = ctx.b;
   const Dims& dims = ctx.attrs.get_ints("dims");
   const double ord = ctx.attrs.get_float("ord");
-  Value a = b.unary("stablehlo.abs", in[0]);
+  Value a = magnitude(b, in[0]);
   Value r;
   if (ord == INFINITY) {
     r = reduce(b, a, dims, ReduceKind::kMax);

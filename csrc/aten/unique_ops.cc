@@ -95,7 +95,14 @@ Result k_unique_consecutive(const at::Tensor& self, bool return_inverse, bool re
   return unique_flat(self, false, return_inverse, return_counts);
 }
 
+// The older form (index_fill's backward uses it): values and inverse indices.
+std::tuple<at::Tensor, at::Tensor> k_unique(const at::Tensor& self, bool sorted, bool return_inverse) {
+  auto result = unique_flat(self, true, return_inverse, false);
+  return {std::get<0>(result), std::get<1>(result)};
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_unique", k_unique);
   m.impl("_unique2", k_unique2);
   m.impl("unique_dim", k_unique_dim);
   m.impl("unique_dim_consecutive", k_unique_dim_consecutive);

@@ -262,3 +262,33 @@ def test_vdot_conjugates_and_complex_scalars_scale_products(no_fallback):
     m, x, y = sample(shape=(3, 4), seed=7), sample(shape=(3, 5), seed=8), sample(shape=(5, 4), seed=9)
     got = torch.addmm(m.to("tpu"), x.to("tpu"), y.to("tpu"), beta=0.5 - 1j, alpha=2 + 0.25j)
     close(got, torch.addmm(m, x, y, beta=0.5 - 1j, alpha=2 + 0.25j))
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_lu_based_linear_algebra(dtype, no_fallback):
+    """LU with LAPACK's complex pivoting (|re| + |im|), solves with adjoints, det/slogdet/inv."""
+    a = sample(dtype, shape=(2, 4, 4), seed=10) + 2 * torch.eye(4, dtype=dtype)
+    b = sample(dtype, shape=(2, 4, 3), seed=11)
+    ta, tb = a.to("tpu"), b.to("tpu")
+    lu, piv = torch.linalg.lu_factor(ta)
+    ref_lu, ref_piv = torch.linalg.lu_factor(a)
+    close(lu, ref_lu, 10)
+    assert torch.equal(piv.cpu(), ref_piv)
+    for adjoint in (False, True):
+        close(torch.linalg.lu_solve(lu, piv, tb, adjoint=adjoint), torch.linalg.lu_solve(ref_lu, ref_piv, b, adjoint=adjoint), 10)
+        close(torch.linalg.lu_solve(lu, piv, tb.mT, left=False, adjoint=adjoint),
+              torch.linalg.lu_solve(ref_lu, ref_piv, b.mT, left=False, adjoint=adjoint), 10)
+    close(torch.linalg.solve(ta, tb), torch.linalg.solve(a, b), 10)
+    close(torch.linalg.inv(ta), torch.linalg.inv(a), 10)
+    close(torch.linalg.det(ta), torch.linalg.det(a), 10)
+    sign, logabs = torch.linalg.slogdet(ta)
+    ref_sign, ref_logabs = torch.linalg.slogdet(a)
+    assert logabs.dtype == ref_logabs.dtype
+    close(sign, ref_sign, 10)
+    close(logabs, ref_logabs, 10)
+    tri = torch.triu(a)
+    for transpose in (False, True):  # torch.triangular_solve transposes without conjugating
+        close(torch.triangular_solve(tb, tri.to("tpu"), transpose=transpose)[0],
+              torch.triangular_solve(b, tri, transpose=transpose)[0], 10)
+    low = torch.tril(a)
+    close(torch.cholesky_solve(tb, low.to("tpu")), torch.cholesky_solve(b, low), 100)

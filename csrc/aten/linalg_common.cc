@@ -9,6 +9,14 @@ void check_float_matrix(const at::Tensor& t, const char* api, const char* arg) {
               ". Fix: convert with .float() (complex and half-precision linear algebra are not supported).");
 }
 
+void check_float_or_complex_matrix(const at::Tensor& t, const char* api, const char* arg) {
+  TORCH_CHECK(t.dim() >= 2, api, ": The input tensor ", arg, " must have at least 2 dimensions.");
+  const at::ScalarType s = t.scalar_type();
+  TORCH_CHECK(s == at::kFloat || s == at::kDouble || s == at::kComplexFloat || s == at::kComplexDouble, api,
+              ": Expected a float32, float64, complex64 or complex128 tensor for ", arg, " on tpu, but got ", s,
+              ". Fix: convert with .float() (half-precision linear algebra is not supported).");
+}
+
 void check_square(const at::Tensor& t, const char* api, const char* arg) {
   TORCH_CHECK(t.size(-1) == t.size(-2), api, ": ", arg, " must be batches of square matrices, but they are ",
               t.size(-2), " by ", t.size(-1), " matrices");

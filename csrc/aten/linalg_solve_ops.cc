@@ -62,10 +62,11 @@ void k_cholesky_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 // ---- triangular solves -----------------------------------------------------------------------
 
-// op(A) X = B (left) or X op(A) = B, batch dims broadcast.
+// op(A) X = B (left) or X op(A) = B, batch dims broadcast; op is A's transpose when
+// `transpose`, conjugated too when `conjugate` (the adjoint; the same for real A).
 at::Tensor tri_solve(const at::Tensor& a, const at::Tensor& b, bool lower, bool left, bool unit, bool transpose,
-                     const char* api) {
-  check_float_matrix(a, api);
+                     const char* api, bool conjugate = true) {
+  check_float_or_complex_matrix(a, api);
   check_square(a, api);
   TORCH_CHECK(b.dim() >= 2, api, ": The input tensor B must have at least 2 dimensions.");
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), api, ": Expected A and B to have the same dtype, but found A of type ",
@@ -81,6 +82,7 @@ at::Tensor tri_solve(const at::Tensor& a, const at::Tensor& b, bool lower, bool 
   OpRunner r("triangular_solve", api);
   r.input(as3d(a, batch)).input(as3d(b, batch));
   r.attrs().set_bool("left", left).set_bool("lower", lower).set_bool("unit", unit).set_bool("transpose", transpose);
+  r.attrs().set_bool("conjugate", transpose && conjugate && a.is_complex());
   return r.run1().reshape(out_shape);
 }
 
@@ -95,7 +97,7 @@ at::Tensor& k_solve_triangular_out(const at::Tensor& a, const at::Tensor& b, boo
 std::tuple<at::Tensor&, at::Tensor&> k_triangular_solve_out(const at::Tensor& b, const at::Tensor& a, bool upper,
                                                             bool transpose, bool unitriangular, at::Tensor& x,
                                                             at::Tensor& m) {
-  write_out(tri_solve(a, b, !upper, true, unitriangular, transpose, "triangular_solve"), x);
+  write_out(tri_solve(a, b, !upper, true, unitriangular, transpose, "triangular_solve", /*conjugate=*/false), x);
   const Dims batch = at::infer_size(batch_dims(a), batch_dims(b));
   Dims a_shape = batch;
   a_shape.push_back(a.size(-2));
@@ -111,7 +113,7 @@ struct Lu {
 };
 
 Lu lu_factor(const at::Tensor& a, const char* api) {
-  check_float_matrix(a, api);
+  check_float_or_complex_matrix(a, api);
   const Dims batch = batch_dims(a);
   const int64_t k = std::min(a.size(-2), a.size(-1));
   Dims piv_shape = batch;
@@ -196,7 +198,7 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> k_lu_unpack_out(const at::Tens
   return {p, l, u};
 }
 
-// Solves A X = B (or A^T X = B) for A = P L U given packed LU: B is [.., n, k].
+// Solves A X = B (or A^H X = B) for A = P L U given packed LU: B is [.., n, k].
 at::Tensor lu_solve_left(const at::Tensor& lu, const at::Tensor& pivots, const at::Tensor& b, bool adjoint) {
   const Dims batch = at::infer_size(batch_dims(lu), batch_dims(b));
   if (!adjoint) {
@@ -211,13 +213,13 @@ at::Tensor lu_solve_left(const at::Tensor& lu, const at::Tensor& pivots, const a
 
 at::Tensor lu_solve(const at::Tensor& lu, const at::Tensor& pivots, const at::Tensor& b, bool left, bool adjoint) {
   if (left) return lu_solve_left(lu, pivots, b, adjoint);
-  // X A = B  <=>  A^T X^T = B^T
-  return lu_solve_left(lu, pivots, b.mT(), !adjoint).mT();
+  // X op(A) = B  <=>  op(A)^H X^H = B^H
+  return lu_solve_left(lu, pivots, b.mH(), !adjoint).mH();
 }
 
 at::Tensor& k_lu_solve_out(const at::Tensor& lu, const at::Tensor& pivots, const at::Tensor& b, bool left, bool adjoint,
                            at::Tensor& out) {
-  check_float_matrix(lu, "linalg.lu_solve", "LU");
+  check_float_or_complex_matrix(lu, "linalg.lu_solve", "LU");
   check_square(lu, "linalg.lu_solve", "LU");
   return write_out(lu_solve(lu, pivots, b, left, adjoint), out);
 }
@@ -232,7 +234,7 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> k_solve_ex_out(co
                                                                               bool left, bool check_errors,
                                                                               at::Tensor& result, at::Tensor& lu,
                                                                               at::Tensor& pivots, at::Tensor& info) {
-  check_float_matrix(a, "linalg.solve");
+  check_float_or_complex_matrix(a, "linalg.solve");
   check_square(a, "linalg.solve");
   Lu f = lu_factor(a, "linalg.solve");
   const bool vec = vector_rhs(a, b);
@@ -248,7 +250,7 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> k_solve_ex_out(co
 
 std::tuple<at::Tensor&, at::Tensor&> k_inv_ex_out(const at::Tensor& a, bool check_errors, at::Tensor& inverse,
                                                   at::Tensor& info) {
-  check_float_matrix(a, "linalg.inv");
+  check_float_or_complex_matrix(a, "linalg.inv");
   check_square(a, "linalg.inv");
   Lu f = lu_factor(a, "linalg.inv");
   Dims full = a.sizes().vec();
@@ -263,7 +265,7 @@ std::vector<at::Tensor> lu_det(const Lu& f, const Dims& batch) {
   const int64_t n = f.lu.size(-1);
   if (n == 0 || numel_of(batch) == 0) {
     at::Tensor one = at::ones(batch, f.lu.options());
-    return {one, at::zeros(batch, f.lu.options()), one};
+    return {one, at::zeros(batch, f.lu.options().dtype(c10::toRealValueType(f.lu.scalar_type()))), one};
   }
   OpRunner r("lu_det", "aten::linalg_det");
   Dims piv_batch = batch;
@@ -276,7 +278,7 @@ std::vector<at::Tensor> lu_det(const Lu& f, const Dims& batch) {
 
 std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> k_det_out(const at::Tensor& a, at::Tensor& result, at::Tensor& lu,
                                                             at::Tensor& pivots) {
-  check_float_matrix(a, "linalg.det");
+  check_float_or_complex_matrix(a, "linalg.det");
   check_square(a, "linalg.det");
   // Like ATen, factor A^T (a row-major A read as column-major): det is the same, and the
   // backward formula expects this LU.
@@ -290,7 +292,7 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> k_det_out(const at::Tensor& a,
 std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> k_slogdet_out(const at::Tensor& a, at::Tensor& sign,
                                                                              at::Tensor& logabsdet, at::Tensor& lu,
                                                                              at::Tensor& pivots) {
-  check_float_matrix(a, "linalg.slogdet");
+  check_float_or_complex_matrix(a, "linalg.slogdet");
   check_square(a, "linalg.slogdet");
   Lu f = lu_factor(a.mT(), "linalg.slogdet");  // A^T, as in k_det_out
   auto d = lu_det(f, batch_dims(a));
@@ -318,7 +320,7 @@ at::Tensor k_cholesky_solve_helper(const at::Tensor& b, const at::Tensor& factor
 }
 
 at::Tensor k_cholesky_inverse(const at::Tensor& factor, bool upper) {
-  check_float_matrix(factor, "cholesky_inverse", "input");
+  check_float_or_complex_matrix(factor, "cholesky_inverse", "input");
   check_square(factor, "cholesky_inverse", "input");
   at::Tensor eye = at::eye(factor.size(-1), factor.options()).expand(factor.sizes());
   return cholesky_solve(eye, factor, upper, "cholesky_inverse");

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "lowering/hlo_names.h"
+#include "lowering/pointwise.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
@@ -101,15 +102,28 @@ Args lower_cholesky(Context& ctx, const Args& in) {
 }
 
 // triangular_solve: inputs [A [B, n, n], rhs [B, n, k] (left) or [B, k, n]]; attrs left,
-// lower, unit, transpose -> X with op(A) X = rhs (left) or X op(A) = rhs.
+// lower, unit, transpose, conjugate -> X with op(A) X = rhs (left) or X op(A) = rhs; op(A) is
+// A, its transpose, or (conjugate) its adjoint.
 Args lower_triangular_solve(Context& ctx, const Args& in) {
   auto& b = ctx.b;
   const auto& a = ctx.attrs;
   const std::string attrs = std::string("left_side = ") + (a.get_bool("left") ? "true" : "false") +
                             ", lower = " + (a.get_bool("lower") ? "true" : "false") +
                             ", unit_diagonal = " + (a.get_bool("unit") ? "true" : "false") +
-                            ", transpose_a = #stablehlo<transpose " + (a.get_bool("transpose") ? "TRANSPOSE" : "NO_TRANSPOSE") + ">";
+                            ", transpose_a = #stablehlo<transpose " +
+                            (!a.get_bool("transpose") ? "NO_TRANSPOSE" : a.get_bool("conjugate", false) ? "ADJOINT" : "TRANSPOSE") +
+                            ">";
   return {b.emit("stablehlo.triangular_solve", {in[0], in[1]}, b.type(in[1]), attrs)};
+}
+
+// How LAPACK's getrf ranks pivot candidates: |x|, or |re| + |im| for complex x (its cabs1), so
+// the factors match the CPU's row for row.
+Value pivot_size(Builder& b, Value x) {
+  if (!is_complex(b.dtype(x))) return b.unary("stablehlo.abs", x);
+  TensorType part = b.type(x);
+  part.dtype = complex_part(part.dtype);
+  return b.add(b.unary("stablehlo.abs", b.emit("stablehlo.real", {x}, part)),
+               b.unary("stablehlo.abs", b.emit("stablehlo.imag", {x}, part)));
 }
 
 // lu_factor: inputs [A [B, m, n]] -> (LU packed [B, m, n], pivots [B, min(m, n)] i32 1-based,
@@ -135,8 +149,9 @@ Args lower_lu_factor(Context& ctx, const Args& in) {
                              ReduceKind::kSum);  // [B, m]
         const TensorType ct{kI64, {batch, m}};
         Value below = b.compare(b.iota(ct, 1), b.broadcast_in_dim(k, {batch, m}, {}), Compare::kGE);
-        Value mag = b.select(below, b.unary("stablehlo.abs", col), b.full(b.type(col), -1));
-        auto best = b.reduce_multi({mag, b.iota(ct, 1)}, {b.constant(t, -INFINITY), b.constant_int(kI64, m)}, {1},
+        Value size = pivot_size(b, col);
+        Value mag = b.select(below, size, b.full(b.type(size), -1));
+        auto best = b.reduce_multi({mag, b.iota(ct, 1)}, {b.constant(b.dtype(size), -INFINITY), b.constant_int(kI64, m)}, {1},
                                    [&](const Args& v) {
                                      Value more = b.compare(v[2], v[0], Compare::kGT);
                                      Value tie = b.binary("stablehlo.and", b.compare(v[2], v[0], Compare::kEQ),
@@ -215,17 +230,22 @@ Args lower_lu_det(Context& ctx, const Args& in) {
   Value swaps = b.reduce(b.convert(moved, kI64), b.constant_int(kI64, 0), {1}, ReduceKind::kSum);
   Value odd = b.compare(b.binary("stablehlo.remainder", swaps, b.full(b.type(swaps), 2)), b.full(b.type(swaps), 1), Compare::kEQ);
   Value perm_sign = b.select(odd, b.full(TensorType{b.dtype(diag), {d[0]}}, -1), b.full(TensorType{b.dtype(diag), {d[0]}}, 1));
+  Value singular = b.reduce(b.compare(diag, zeros(b, diag), Compare::kEQ), b.constant(ElementType::kBool, 0), {1}, ReduceKind::kOr);
+  Value size = magnitude(b, diag);  // real
+  Value logabs = b.reduce(b.unary("stablehlo.log", size), b.constant(b.dtype(size), 0), {1}, ReduceKind::kSum);
+  Value det = b.mul(perm_sign, b.reduce(diag, b.constant(b.dtype(diag), 1), {1}, ReduceKind::kProd));
+  if (is_complex(b.dtype(diag))) {  // sign: the unit-modulus factor det / |det|
+    Value unit = b.div(diag, b.convert(b.select(b.compare(size, zeros(b, size), Compare::kEQ), b.full(b.type(size), 1), size),
+                                       b.dtype(diag)));
+    Value sign = b.mul(perm_sign, b.reduce(unit, b.constant(b.dtype(diag), 1), {1}, ReduceKind::kProd));
+    return {b.select(singular, zeros(b, sign), sign), logabs, det};
+  }
   Value negatives = b.reduce(b.convert(b.compare(diag, zeros(b, diag), Compare::kLT), kI64), b.constant_int(kI64, 0), {1},
                              ReduceKind::kSum);
   Value neg_odd = b.compare(b.binary("stablehlo.remainder", negatives, b.full(b.type(negatives), 2)), b.full(b.type(negatives), 1),
                             Compare::kEQ);
   Value sign = b.select(neg_odd, b.neg(perm_sign), perm_sign);
-  Value singular = b.reduce(b.compare(diag, zeros(b, diag), Compare::kEQ), b.constant(ElementType::kBool, 0), {1}, ReduceKind::kOr);
-  sign = b.select(singular, zeros(b, sign), sign);
-  Value logabs = b.reduce(b.unary("stablehlo.log", b.unary("stablehlo.abs", diag)), b.constant(b.dtype(diag), 0), {1},
-                          ReduceKind::kSum);
-  Value det = b.mul(perm_sign, b.reduce(diag, b.constant(b.dtype(diag), 1), {1}, ReduceKind::kProd));
-  return {sign, logabs, det};
+  return {b.select(singular, zeros(b, sign), sign), logabs, det};
 }
 
 // eigh: inputs [A [B, n, n]]; attrs lower -> (eigenvalues [B, n] ascending, eigenvectors

@@ -130,7 +130,7 @@ def test_cholesky_solve_and_inverse():
 
 
 def test_non_float_input_raises_clear_error():
-    with pytest.raises(RuntimeError, match="float32 or float64"):
+    with pytest.raises(RuntimeError, match="Expected a float32, float64, complex64 or complex128 tensor"):
         torch.linalg.cholesky(torch.eye(3, dtype=torch.float16, device="tpu"))
 
 

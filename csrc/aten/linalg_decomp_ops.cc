@@ -19,7 +19,7 @@ namespace {
 
 std::tuple<at::Tensor&, at::Tensor&> k_eigh_out(const at::Tensor& a, c10::string_view uplo, bool compute_v,
                                                 at::Tensor& values, at::Tensor& vectors) {
-  check_float_matrix(a, "linalg.eigh");
+  check_float_or_complex_matrix(a, "linalg.eigh");  // Hermitian complex matrices too: real eigenvalues
   check_square(a, "linalg.eigh");
   TORCH_CHECK(uplo == "L" || uplo == "U", "Expected UPLO argument to be 'L' or 'U', but got ", uplo);
   const Dims batch = batch_dims(a);
@@ -27,7 +27,7 @@ std::tuple<at::Tensor&, at::Tensor&> k_eigh_out(const at::Tensor& a, c10::string
   Dims vshape = batch;
   vshape.push_back(n);
   if (a.numel() == 0) {
-    write_out(at::empty(vshape, a.options()), values);
+    write_out(at::empty(vshape, a.options().dtype(c10::toRealValueType(a.scalar_type()))), values);
     if (compute_v) write_out(at::empty(a.sizes(), a.options()), vectors);
     return {values, vectors};
   }

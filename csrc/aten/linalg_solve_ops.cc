@@ -21,7 +21,7 @@ namespace {
 // ---- Cholesky ------------------------------------------------------------------------------
 
 std::pair<at::Tensor, at::Tensor> cholesky(const at::Tensor& a, bool upper, const char* api) {
-  check_float_matrix(a, api);
+  check_float_or_complex_matrix(a, api);
   check_square(a, api);
   const Dims batch = batch_dims(a);
   if (a.numel() == 0) return {at::empty(a.sizes(), a.options()), at::zeros(batch, a.options().dtype(at::kInt))};
@@ -41,8 +41,7 @@ std::tuple<at::Tensor&, at::Tensor&> k_cholesky_ex_out(const at::Tensor& a, bool
   return {l, info};
 }
 
-// The deprecated aten::cholesky: the same factor, errors always checked. Complex inputs keep
-// the counted CPU fallback (the lowering is real-only).
+// The deprecated aten::cholesky: the same factor, errors always checked.
 at::Tensor k_cholesky(const at::Tensor& a, bool upper) {
   auto [factor, info] = cholesky(a, upper, "cholesky");
   at::_linalg_check_errors(info, "cholesky", a.dim() == 2);
@@ -53,7 +52,6 @@ at::Tensor& k_cholesky_out(const at::Tensor& a, bool upper, at::Tensor& out) {
 }
 void k_cholesky_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const at::Tensor a = torch::jit::peek(*stack, 0, 2).toTensor();
-  if (a.is_complex()) return run_cpu_fallback(op, stack);
   const bool upper = torch::jit::peek(*stack, 1, 2).toBool();
   at::Tensor factor = k_cholesky(a, upper);
   torch::jit::drop(*stack, 2);

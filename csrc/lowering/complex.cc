@@ -10,12 +10,6 @@ namespace {
 
 using Args = std::vector<Value>;
 
-TensorType part_type(Builder& b, Value z) {
-  TensorType t = b.type(z);
-  t.dtype = complex_part(t.dtype);
-  return t;
-}
-
 ElementType complex_of(ElementType part) {
   return part == ElementType::kF64 ? ElementType::kC128 : ElementType::kC64;
 }
@@ -44,23 +38,12 @@ Args lower_polar(Context& ctx, const Args& in) {
 }
 
 Args lower_conj(Context& ctx, const Args& in) {
-  auto& b = ctx.b;
-  Value z = in[0];
-  if (!is_complex(b.dtype(z))) return {z};
-  const TensorType pt = part_type(b, z);
-  return {make_complex(b, b.emit("stablehlo.real", {z}, pt), b.neg(b.emit("stablehlo.imag", {z}, pt)))};
+  return {conjugate(ctx.b, in[0])};
 }
 
-Args lower_real(Context& ctx, const Args& in) {
-  auto& b = ctx.b;
-  if (!is_complex(b.dtype(in[0]))) return {in[0]};
-  return {b.emit("stablehlo.real", {in[0]}, part_type(b, in[0]))};
-}
+Args lower_real(Context& ctx, const Args& in) { return {real_part(ctx.b, in[0])}; }
 
-Args lower_imag(Context& ctx, const Args& in) {
-  auto& b = ctx.b;
-  return {b.emit("stablehlo.imag", {in[0]}, part_type(b, in[0]))};
-}
+Args lower_imag(Context& ctx, const Args& in) { return {imag_part(ctx.b, in[0])}; }
 
 const LoweringEntry kComplex[] = {
     {"complex", lower_complex}, {"polar", lower_polar}, {"conj", lower_conj},

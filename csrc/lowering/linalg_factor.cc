@@ -75,7 +75,8 @@ Value cholesky_info(Builder& b, Value a) {
         Value l = b.div(col_k, b.broadcast_in_dim(pivot, {batch, n}, {0}));
         Value update = b.binary("stablehlo.and", b.compare(rows, kk, Compare::kGT), b.compare(cols, kk, Compare::kGT));
         m = b.select(update, b.sub(m, b.mul(b.broadcast_in_dim(l, d, {0, 1}), b.broadcast_in_dim(row_k, d, {0, 2}))), m);
-        Value fails = b.binary("stablehlo.and", b.unary("stablehlo.not", b.compare(pivot, zeros(b, pivot), Compare::kGT)),
+        Value real_pivot = real_part(b, pivot);  // a Hermitian matrix's diagonal is real
+        Value fails = b.binary("stablehlo.and", b.unary("stablehlo.not", b.compare(real_pivot, zeros(b, real_pivot), Compare::kGT)),
                                b.compare(info, zeros(b, info), Compare::kEQ));
         info = b.select(fails, b.broadcast_in_dim(b.convert(b.add(k, b.constant_int(kI64, 1)), kI32), {batch}, {}), info);
         return Args{b.add(k, b.constant_int(kI64, 1)), m, info};
@@ -91,13 +92,13 @@ Args lower_cholesky(Context& ctx, const Args& in) {
   const Dims d = b.dims(in[0]);
   const bool upper = ctx.attrs.get_bool("upper");
   Value l = triangle(b, b.emit("stablehlo.cholesky", {in[0]}, b.type(in[0]), "lower = true"), true);
-  Value finite = b.emit("stablehlo.is_finite", {l}, TensorType{ElementType::kBool, d});
+  Value finite = is_finite(b, l);
   Value failed = b.reduce(b.unary("stablehlo.not", finite), b.constant(ElementType::kBool, 0), {0, 1, 2}, ReduceKind::kOr);
   const TensorType info_type{kI32, {d[0]}};
   Value info = b.if_else(
       failed, {info_type}, [&](const Args&) { return Args{cholesky_info(b, in[0])}; },
       [&](const Args&) { return Args{b.full(info_type, 0)}; })[0];
-  if (upper) l = b.transpose(l, {0, 2, 1});
+  if (upper) l = conjugate(b, b.transpose(l, {0, 2, 1}));  // A = U^H U
   return {l, info};
 }
 
@@ -120,10 +121,7 @@ Args lower_triangular_solve(Context& ctx, const Args& in) {
 // the factors match the CPU's row for row.
 Value pivot_size(Builder& b, Value x) {
   if (!is_complex(b.dtype(x))) return b.unary("stablehlo.abs", x);
-  TensorType part = b.type(x);
-  part.dtype = complex_part(part.dtype);
-  return b.add(b.unary("stablehlo.abs", b.emit("stablehlo.real", {x}, part)),
-               b.unary("stablehlo.abs", b.emit("stablehlo.imag", {x}, part)));
+  return b.add(b.unary("stablehlo.abs", real_part(b, x)), b.unary("stablehlo.abs", imag_part(b, x)));
 }
 
 // lu_factor: inputs [A [B, m, n]] -> (LU packed [B, m, n], pivots [B, min(m, n)] i32 1-based,
@@ -253,10 +251,11 @@ Args lower_lu_det(Context& ctx, const Args& in) {
 Args lower_eigh(Context& ctx, const Args& in) {
   auto& b = ctx.b;
   const Dims d = b.dims(in[0]);
+  const ElementType t = b.dtype(in[0]);  // complex Hermitian input: real eigenvalues
   const std::string config = std::string("call_target_name = \"Eigh\", backend_config = \"") +
                              (ctx.attrs.get_bool("lower") ? "1" : "0") + ",1,100," +
-                             (b.dtype(in[0]) == ElementType::kF64 ? "1e-15" : "1e-7") + "\", api_version = 1 : i32";
-  auto r = b.emit_multi("stablehlo.custom_call", {in[0]}, {b.type(in[0]), TensorType{b.dtype(in[0]), {d[0], d[1]}}}, config);
+                             (complex_part(t) == ElementType::kF64 ? "1e-15" : "1e-7") + "\", api_version = 1 : i32";
+  auto r = b.emit_multi("stablehlo.custom_call", {in[0]}, {b.type(in[0]), TensorType{complex_part(t), {d[0], d[1]}}}, config);
   return {r[1], r[0]};
 }
 

@@ -18,10 +18,33 @@ hlo::Value scalar_like(hlo::Builder& b, hlo::Value like, double value) { return 
 
 hlo::Value is_nan(hlo::Builder& b, hlo::Value x) { return b.compare(x, x, hlo::Compare::kNE); }
 
-hlo::Value magnitude(hlo::Builder& b, hlo::Value x) {
+namespace {
+hlo::TensorType part_of(hlo::Builder& b, hlo::Value x) {
   hlo::TensorType t = b.type(x);
   t.dtype = complex_part(t.dtype);
-  return b.emit("stablehlo.abs", {x}, t);
+  return t;
+}
+}  // namespace
+
+hlo::Value magnitude(hlo::Builder& b, hlo::Value x) { return b.emit("stablehlo.abs", {x}, part_of(b, x)); }
+
+hlo::Value real_part(hlo::Builder& b, hlo::Value x) {
+  return is_complex(b.dtype(x)) ? b.emit("stablehlo.real", {x}, part_of(b, x)) : x;
+}
+
+hlo::Value imag_part(hlo::Builder& b, hlo::Value x) {
+  return is_complex(b.dtype(x)) ? b.emit("stablehlo.imag", {x}, part_of(b, x)) : b.full(b.type(x), 0);
+}
+
+hlo::Value conjugate(hlo::Builder& b, hlo::Value x) {
+  if (!is_complex(b.dtype(x))) return x;
+  return b.emit("stablehlo.complex", {real_part(b, x), b.neg(imag_part(b, x))}, b.type(x));
+}
+
+hlo::Value is_finite(hlo::Builder& b, hlo::Value x) {
+  const hlo::TensorType flags{ElementType::kBool, b.dims(x)};
+  if (is_complex(b.dtype(x))) return logical_and(b, is_finite(b, real_part(b, x)), is_finite(b, imag_part(b, x)));
+  return is_floating(b.dtype(x)) ? b.emit("stablehlo.is_finite", {x}, flags) : b.full(flags, 1);
 }
 
 hlo::Value logical_and(hlo::Builder& b, hlo::Value x, hlo::Value y) { return b.binary("stablehlo.and", x, y); }

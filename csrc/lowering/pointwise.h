@@ -23,6 +23,12 @@ hlo::Value scalar_like(hlo::Builder& b, hlo::Value like, double value);  // full
 hlo::Value is_nan(hlo::Builder& b, hlo::Value x);
 // |x|: real-typed for complex x (stablehlo.abs's result type is the parts' type).
 hlo::Value magnitude(hlo::Builder& b, hlo::Value x);
+// The parts of complex x (real-typed), and its conjugate; x itself (or zeros) when real.
+hlo::Value real_part(hlo::Builder& b, hlo::Value x);
+hlo::Value imag_part(hlo::Builder& b, hlo::Value x);
+hlo::Value conjugate(hlo::Builder& b, hlo::Value x);
+// Where x is finite (both parts for complex x; everywhere for integers).
+hlo::Value is_finite(hlo::Builder& b, hlo::Value x);
 hlo::Value logical_and(hlo::Builder& b, hlo::Value x, hlo::Value y);
 hlo::Value logical_or(hlo::Builder& b, hlo::Value x, hlo::Value y);
 hlo::Value logical_not(hlo::Builder& b, hlo::Value x);

@@ -148,18 +148,6 @@ Value is_inf(Builder& b, Value x) {
   return b.compare(m, scalar_like(b, m, INFINITY), Compare::kEQ);
 }
 
-// Complex values are finite when both parts are.
-Value is_finite(Builder& b, Value x) {
-  const hlo::TensorType flags{ElementType::kBool, b.dims(x)};
-  if (is_complex(b.dtype(x))) {
-    hlo::TensorType part = b.type(x);
-    part.dtype = complex_part(part.dtype);
-    return logical_and(b, is_finite(b, b.emit("stablehlo.real", {x}, part)),
-                       is_finite(b, b.emit("stablehlo.imag", {x}, part)));
-  }
-  return floating(b, x) ? b.emit("stablehlo.is_finite", {x}, flags) : b.full(flags, 1);
-}
-
 Value sinc(Builder& b, Value x) {
   Value px = b.mul(x, scalar_like(b, x, M_PI));
   Value r = b.div(b.unary("stablehlo.sine", px), px);

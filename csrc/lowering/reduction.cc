@@ -123,9 +123,7 @@ Args lower_var(Context& ctx, const Args& in) {
   Value centered = b.sub(x, expand_reduced(b, mean, b.dims(x), dims));
   Value squares;
   if (is_complex(b.dtype(x))) {  // |z - mean|^2: the variance of complex values is real
-    hlo::TensorType part = b.type(centered);
-    part.dtype = complex_part(part.dtype);
-    Value re = b.emit("stablehlo.real", {centered}, part), im = b.emit("stablehlo.imag", {centered}, part);
+    Value re = real_part(b, centered), im = imag_part(b, centered);
     squares = b.add(b.mul(re, re), b.mul(im, im));
   } else {
     squares = b.mul(centered, centered);

@@ -292,3 +292,28 @@ def test_lu_based_linear_algebra(dtype, no_fallback):
               torch.triangular_solve(b, tri, transpose=transpose)[0], 10)
     low = torch.tril(a)
     close(torch.cholesky_solve(tb, low.to("tpu")), torch.cholesky_solve(b, low), 100)
+
+
+def test_hermitian_and_orthogonal_decompositions(no_fallback):
+    """eigh, Cholesky, QR and SVD of complex matrices, checked through what they reconstruct
+    (their vectors are defined only up to phases) and their real spectra against the CPU."""
+    z = sample(shape=(2, 5, 5), seed=12)
+    h = z @ z.mH + 5 * torch.eye(5, dtype=z.dtype)  # Hermitian positive definite
+    th = h.to("tpu")
+    w, v = torch.linalg.eigh(th)
+    assert w.dtype == torch.float32
+    close(w, torch.linalg.eigvalsh(h), 10)
+    close((v * w.to(v.dtype).unsqueeze(-2)) @ v.mH, h, 10)
+    for upper in (False, True):
+        f = torch.linalg.cholesky(th, upper=upper)
+        close(f, torch.linalg.cholesky(h, upper=upper), 10)
+    a = sample(shape=(2, 6, 4), seed=13)
+    q, r = torch.linalg.qr(a.to("tpu"))
+    close(q @ r, a, 10)
+    close(q.mH @ q, torch.eye(4, dtype=a.dtype).expand(2, 4, 4), 10)
+    u, s, vh = torch.linalg.svd(a.to("tpu"), full_matrices=True)
+    assert s.dtype == torch.float32
+    close(s, torch.linalg.svdvals(a), 10)
+    close(u[..., :4] @ torch.diag_embed(s).to(a.dtype) @ vh, a, 10)
+    close(u.mH @ u, torch.eye(6, dtype=a.dtype).expand(2, 6, 6), 10)
+    close(torch.linalg.pinv(a.to("tpu")), torch.linalg.pinv(a), 100)

@@ -57,7 +57,7 @@ std::pair<at::Tensor, at::Tensor> eigh3(const at::Tensor& a3, bool lower, const 
 std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> k_svd_out(const at::Tensor& a, bool full_matrices, bool compute_uv,
                                                             std::optional<c10::string_view> driver, at::Tensor& u,
                                                             at::Tensor& s, at::Tensor& vh) {
-  check_float_matrix(a, "linalg.svd");
+  check_float_or_complex_matrix(a, "linalg.svd");
   TORCH_CHECK(!driver.has_value(), "torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with cuSOLVER backend.");
   const Dims batch = batch_dims(a);
   const int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n), bn = numel_of(batch);
@@ -69,7 +69,7 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> k_svd_out(const at::Tensor& a,
     return d;
   };
   if (a.numel() == 0) {
-    write_out(at::zeros(sshape, a.options()), s);
+    write_out(at::zeros(sshape, a.options().dtype(c10::toRealValueType(a.scalar_type()))), s);
     if (compute_uv) {
       const int64_t uc = full_matrices ? m : k, vr = full_matrices ? n : k;
       write_out(at::eye(m, uc, a.options()).expand(shape3(m, uc)).contiguous(), u);
@@ -80,7 +80,7 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> k_svd_out(const at::Tensor& a,
   at::Tensor a3 = as3d(a, batch);
   at::Tensor j = at::zeros({bn, m + n, m + n}, a.options());
   j.narrow(1, 0, m).narrow(2, m, n).copy_(a3);
-  j.narrow(1, m, n).narrow(2, 0, m).copy_(a3.mT());
+  j.narrow(1, m, n).narrow(2, 0, m).copy_(a3.mH());  // Hermitian: [[0, A], [A^H, 0]]
   auto [w, vecs] = eigh3(j, true, "linalg.svd");
   write_out(w.narrow(1, m + n - k, k).flip({1}).clamp_min(0).reshape(sshape), s);
   if (!compute_uv) return {u, s, vh};
@@ -89,7 +89,7 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> k_svd_out(const at::Tensor& a,
   if (full_matrices && m > k) uu = complete_basis(uu);
   if (full_matrices && n > k) vv = complete_basis(vv);
   write_out(unflatten(uu, batch), u);
-  write_out(unflatten(vv.mT(), batch), vh);
+  write_out(unflatten(vv.mH(), batch), vh);
   return {u, s, vh};
 }
 
@@ -131,7 +131,7 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> k_lstsq_out(
 }
 
 std::pair<at::Tensor, at::Tensor> geqrf(const at::Tensor& a, const char* api) {
-  check_float_matrix(a, api);
+  check_float_or_complex_matrix(a, api);
   const Dims batch = batch_dims(a);
   Dims tshape = batch;
   tshape.push_back(std::min(a.size(-2), a.size(-1)));
@@ -151,7 +151,7 @@ std::tuple<at::Tensor&, at::Tensor&> k_geqrf_out(const at::Tensor& a, at::Tensor
 }
 
 at::Tensor householder_product(const at::Tensor& v, const at::Tensor& tau) {
-  check_float_matrix(v, "linalg.householder_product", "input");
+  check_float_or_complex_matrix(v, "linalg.householder_product", "input");
   TORCH_CHECK(v.size(-2) >= v.size(-1), "torch.linalg.householder_product: input.shape[-2] must be greater than or equal to input.shape[-1]");
   TORCH_CHECK(tau.size(-1) <= v.size(-1), "torch.linalg.householder_product: input.shape[-1] must be greater than or equal to tau.shape[-1]");
   const Dims batch = batch_dims(v);
@@ -195,7 +195,7 @@ at::Tensor complete_basis(const at::Tensor& q) {
   at::Tensor wide = at::zeros({q.size(0), m, m}, q.options());
   wide.narrow(-1, 0, k).copy_(packed);
   at::Tensor full = householder_product(wide, tau);
-  at::Tensor signs = packed.diagonal(0, -2, -1).sign();
+  at::Tensor signs = packed.diagonal(0, -2, -1).sgn();  // the unit phase for complex
   signs = at::where(signs == 0, at::ones({}, signs.options()), signs);
   full.narrow(-1, 0, k).mul_(signs.unsqueeze(-2));
   return full;

@@ -116,11 +116,12 @@ def test_muon_equals_torch_muon():
         ours.init_param_group({"b": torch.zeros(3, device="tpu")})
 
 
-def test_without_optimizer_the_step_fills_grads():
+def _check_step_fills_grads(compile_fn=None):
+    """A trainer without an optimizer: each step's loss and .grad equal CPU autograd's."""
     batches = _batches(2)
     ref = _mlp()
     model = _mlp().to("tpu")
-    trainer = opt_mod.SingleTraceTrainer(model)
+    trainer = opt_mod.SingleTraceTrainer(model, compile_fn=compile_fn)
     step = trainer.make_compiled_train_step(batches[0][0].to("tpu"), batches[0][1].to("tpu"))
     for x, y in batches:
         loss = step(x.to("tpu"), y.to("tpu"))
@@ -130,6 +131,10 @@ def test_without_optimizer_the_step_fills_grads():
         assert_close(loss, ref_loss.detach(), rtol=1e-5, atol=1e-6)
         for p, q in zip(model.parameters(), ref.parameters()):
             assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_without_optimizer_the_step_fills_grads():
+    _check_step_fills_grads()
 
 
 def test_buffers_are_updated_in_the_model():
@@ -256,20 +261,7 @@ def test_compile_fn_gets_the_whole_step_as_one_graph():
 
 
 def test_compile_fn_of_one_argument_and_torch_compile_without_optimizer():
-    batches = _batches(2)
-    ref = _mlp()
     graphs = []
-    for compile_fn in (lambda graph: graphs.append(graph) or graph,
-                       lambda graph, example: torch.compile(graph, backend="tpu")):
-        model = _mlp().to("tpu")
-        trainer = opt_mod.SingleTraceTrainer(model, compile_fn=compile_fn)
-        step = trainer.make_compiled_train_step(batches[0][0].to("tpu"), batches[0][1].to("tpu"))
-        for x, y in batches:
-            loss = step(x.to("tpu"), y.to("tpu"))
-            ref.zero_grad()
-            ref_loss = torch.nn.functional.mse_loss(ref(x), y)
-            ref_loss.backward()
-            assert_close(loss, ref_loss.detach(), rtol=1e-5, atol=1e-6)
-            for p, q in zip(model.parameters(), ref.parameters()):
-                assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
+    _check_step_fills_grads(lambda graph: graphs.append(graph) or graph)
+    _check_step_fills_grads(lambda graph, example: torch.compile(graph, backend="tpu"))
     assert len(graphs) == 1 and isinstance(graphs[0], torch.fx.GraphModule)

@@ -10,10 +10,18 @@ that where accelerate would fall back to the CPU and a ``tpu`` device is availab
 ``ACCELERATE_TORCH_DEVICE`` still win, because accelerate consults them before
 ``default_device``. The wrapper is installed when ``accelerate.state`` is imported, whether that
 happens before or after torch_tpu.
+
+Launched as several processes (``accelerate launch``, ``torchrun``), accelerate picks no
+distributed backend for a device it does not know (``_prepare_backend`` answers ``NO`` unless
+``cpu=True``), so each rank would train alone. Where a ``tpu`` device is available and the CPU
+was not asked for, ``_prepare_backend`` answers accelerate's ``MULTI_CPU`` mode (DDP without
+device ids, its launch environment) with the ``tpu_dist`` backend, and ``set_device`` gives
+each process ``tpu:<local rank>``; a backend the caller names (``ddp_backend``) is kept.
 """
 
 import importlib.abc
 import importlib.util
+import os
 import sys
 
 import torch
@@ -27,18 +35,50 @@ def _tpu_or(device):
     return device
 
 
+def _launched_as_ranks() -> bool:
+    return int(os.environ.get("LOCAL_RANK", -1)) != -1 or int(os.environ.get("WORLD_SIZE", 1)) > 1
+
+
+def _wrap(cls, name, make):
+    """Replaces ``cls.name`` by ``make(original)`` once."""
+    original = cls.__dict__.get(name)
+    target = original.fget if isinstance(original, property) else original
+    if target is None or getattr(target, "_torch_tpu", False):
+        return
+    wrapper = make(target)
+    wrapper._torch_tpu = True
+    wrapper.__doc__ = target.__doc__
+    setattr(cls, name, property(wrapper) if isinstance(original, property) else wrapper)
+
+
 def patch(state_module) -> None:
     cls = state_module.PartialState
-    original = cls.__dict__.get("default_device")
-    if not isinstance(original, property) or getattr(original.fget, "_torch_tpu", False):
-        return
+    distributed_type = state_module.DistributedType
 
-    def default_device(self):
-        return _tpu_or(original.fget(self))
+    def default_device(original):
+        return lambda self: _tpu_or(original(self))
 
-    default_device._torch_tpu = True
-    default_device.__doc__ = original.fget.__doc__
-    cls.default_device = property(default_device)
+    def prepare_backend(original):
+        def wrapper(self, cpu=False, sagemaker_dp=False, backend=None):
+            chosen, kind = original(self, cpu, sagemaker_dp, backend)
+            if kind == distributed_type.NO and not cpu and _launched_as_ranks() and torch.tpu.is_available():
+                return backend or "tpu_dist", distributed_type.MULTI_CPU
+            return chosen, kind
+        return wrapper
+
+    def set_device(original):
+        def wrapper(self):
+            if self.device is None and not self._cpu and self.distributed_type == distributed_type.MULTI_CPU \
+                    and torch.tpu.is_available():
+                self.device = torch.device("tpu", self.local_process_index % torch.tpu.device_count())
+                torch.tpu.set_device(self.device)
+                return
+            original(self)
+        return wrapper
+
+    _wrap(cls, "default_device", default_device)
+    _wrap(cls, "_prepare_backend", prepare_backend)
+    _wrap(cls, "set_device", set_device)
 
 
 class _Loader(importlib.abc.Loader):

@@ -191,7 +191,7 @@ def test_ops_without_complex_support_fail_clearly_or_fall_back():
     t = z.to("tpu")
     # a lowering written for real values refuses complex inputs instead of computing garbage
     with pytest.raises(NotImplementedError, match="does not support complex tensors on tpu"):
-        torch.logsumexp(t, 0)
+        torch.logcumsumexp(t, 0)
     # pointwise ops without complex support run on the CPU with the usual warning
     torch_tpu.reset_fallback_counts()
     w = sample(seed=1)
@@ -238,6 +238,7 @@ def test_newly_supported_ops_match_the_cpu(no_fallback):
     close(torch.lerp(t, u, 0.3), torch.lerp(z, w, 0.3))
     close(torch.lerp(t, u, u * 0.1), torch.lerp(z, w, w * 0.1))
     close(torch.addcmul(t, t, u, value=0.5), torch.addcmul(z, z, w, value=0.5))
+    close(torch.logsumexp(t, 1), torch.logsumexp(z, 1))
 
 
 def test_variance_and_norms_are_real(no_fallback):

@@ -28,7 +28,7 @@ bool lowering_supports_complex(const std::string& op, const lowering::Attrs& att
       "addcmul", "addcdiv", "logical_not", "logical_and", "logical_or", "logical_xor", "where", "masked_fill",
       "conj", "complex", "polar", "complex_real", "complex_imag", "complex_abs", "complex_angle", "complex_sgn",
       // reductions and scans (var and vector_norm reduce real magnitudes)
-      "sum", "mean", "prod", "cumsum", "cumprod", "all", "any", "var", "vector_norm",
+      "sum", "mean", "prod", "cumsum", "cumprod", "all", "any", "var", "vector_norm", "logsumexp",
       // products
       "mm", "bmm", "mv", "dot", "addmm", "addmv", "cross",
       // LU and triangular solves (LAPACK's pivoting and adjoints for complex)

@@ -283,9 +283,10 @@ Args lower_logsumexp(Context& ctx, const Args& in) {
   auto& b = ctx.b;
   const Dims& dims = ctx.attrs.get_ints("dims");
   Value x = in[0];
-  Value m = reduce(b, x, dims, ReduceKind::kMax);
+  Value m = reduce(b, real_part(b, x), dims, ReduceKind::kMax);  // complex values shift by their real parts' maximum
   m = b.select(b.compare(b.unary("stablehlo.abs", m), b.full(b.type(m), INFINITY), Compare::kEQ),
                b.full(b.type(m), 0), m);
+  if (b.dtype(m) != b.dtype(x)) m = b.convert(m, b.dtype(x));
   Value mb = expand_reduced(b, m, b.dims(x), dims);
   Value s = reduce(b, b.unary("stablehlo.exponential", b.sub(x, mb)), dims, ReduceKind::kSum);
   return {finish(ctx, b.add(b.unary("stablehlo.log", s), m), b.dims(x), dims)};

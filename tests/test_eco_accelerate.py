@@ -36,10 +36,15 @@ trainer = Trainer(model=model, args=args, train_dataset=Data())
 trainer.train()
 losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
 dist = torch.distributed
-print("RESULT " + json.dumps({{"args_device": str(args.device), "model_device": str(next(model.parameters()).device),
-                              "losses": losses, "rank": dist.get_rank() if dist.is_initialized() else 0,
-                              "world": dist.get_world_size() if dist.is_initialized() else 1,
-                              "backend": dist.get_backend() if dist.is_initialized() else None}}))
+result = json.dumps({{"args_device": str(args.device), "model_device": str(next(model.parameters()).device),
+                     "losses": losses, "rank": dist.get_rank() if dist.is_initialized() else 0,
+                     "world": dist.get_world_size() if dist.is_initialized() else 1,
+                     "backend": dist.get_backend() if dist.is_initialized() else None}})
+import os
+if os.environ.get("RESULT_DIR"):  # ranks share stdout: each writes its own file
+    with open(os.path.join(os.environ["RESULT_DIR"], f"rank{{dist.get_rank()}}.json"), "w") as f:
+        f.write(result)
+print("RESULT " + result)
 """
 
 
@@ -54,11 +59,18 @@ def _run(use_cpu=False, accelerate_first=False, ranks=1, tmp_path=None):
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}", str(script)]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.pop("TORCH_TPU_CPU_DEVICE_COUNT", None)  # each process: the plugin's one device
+    if ranks > 1:
+        out_dir = tmp_path / f"results_{use_cpu}"
+        out_dir.mkdir()
+        env["RESULT_DIR"] = str(out_dir)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    results = [json.loads(ln[7:]) for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert len(results) == ranks, proc.stdout[-2000:]
-    return min(results, key=lambda r: r["rank"])
+    if ranks == 1:
+        line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+        return json.loads(line[7:])
+    files = sorted(out_dir.glob("rank*.json"))
+    assert len(files) == ranks, proc.stdout[-2000:]
+    return min((json.loads(f.read_text()) for f in files), key=lambda r: r["rank"])
 
 
 @pytest.mark.parametrize("accelerate_first", [False, True])

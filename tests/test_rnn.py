@@ -96,6 +96,70 @@ def test_layer_forward_backward_matches_cpu(kind, kwargs):
     check_against_cpu(kind, cpu, dev, x, initial_state(kind, cpu, gen))
 
 
+def programs_run(fn):
+    """How many device programs ``fn`` ran."""
+    before = torch.tpu.compilation_cache_stats()["executions"]
+    fn()
+    torch.tpu.synchronize()
+    return torch.tpu.compilation_cache_stats()["executions"] - before
+
+
+def test_lstm_layers_run_as_one_program_each_whatever_the_length():
+    """nn.LSTM runs each layer and direction as one program forward and one backward (the time
+    loop inside it, lowering/lstm_layer.cc), not a few per time step: the count does not grow
+    with the sequence, and long sequences still equal the CPU, reversed direction included."""
+    cpu, dev = make_module("LSTM", num_layers=2, bidirectional=True, batch_first=True)
+    gen = torch.Generator().manual_seed(21)
+    counts = {}
+    for steps in (4, 29):
+        x = torch.randn(B, steps, I, generator=gen)
+        state = initial_state("LSTM", cpu, gen)
+        cpu.zero_grad()
+        dev.zero_grad()
+        check_against_cpu("LSTM", cpu, dev, x, state)
+        xd = x.to("tpu").requires_grad_()
+
+        def step():
+            out, (h, c) = dev(xd, tuple(s.to("tpu") for s in state))
+            (out.sum() + h.sum() + c.sum()).backward()
+
+        step()  # compiles
+        counts[steps] = programs_run(step)
+    assert counts[4] == counts[29], counts  # ATen's loop: several more per time step
+
+
+def test_lstm_layers_in_inference_mode_match_cpu():
+    cpu, dev = make_module("LSTM", num_layers=2, bias=False)
+    gen = torch.Generator().manual_seed(22)
+    counts = {}
+    for steps in (5, 23):
+        x = torch.randn(steps, B, I, generator=gen)
+        with torch.inference_mode():
+            got, (h, c) = dev(x.to("tpu"))
+            counts[steps] = programs_run(lambda: dev(x.to("tpu")))
+        want, (h_cpu, c_cpu) = cpu(x)
+        assert_close(got, want.detach(), **TOL)
+        assert_close(h, h_cpu.detach(), **TOL)
+        assert_close(c, c_cpu.detach(), **TOL)
+    assert counts[5] == counts[23], counts
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(mode=3), "only LSTM layers"),
+    (dict(batch_first=True), "time-major"),
+    (dict(batch_sizes=[2, 1, 1]), "packed sequences"),
+])
+def test_lstm_layer_op_rejects_what_it_does_not_implement(kwargs, message):
+    """aten::mkldnn_rnn_layer on tpu is the whole-layer LSTM; other uses get a clear error."""
+    t = lambda *shape: torch.randn(*shape).to("tpu")  # noqa: E731
+    args = dict(reverse=False, batch_sizes=[], mode=2, hidden_size=H, num_layers=1, has_biases=True,
+                bidirectional=False, batch_first=False, train=True)
+    args.update(kwargs)
+    with pytest.raises(RuntimeError, match=message):
+        torch.ops.aten.mkldnn_rnn_layer(t(T, B, I), t(4 * H, I), t(4 * H, H), t(4 * H), t(4 * H), t(B, H), t(B, H),
+                                        *args.values())
+
+
 def test_layer_without_initial_state_and_unbatched_input():
     cpu, dev = make_module("LSTM", num_layers=2)
     x = torch.randn(T, I, generator=torch.Generator().manual_seed(2))  # unbatched: [T, I]

@@ -16,6 +16,7 @@
 //
 // attrs: has_bias; for lstm_cell_backward also has_grad_hy, has_grad_cy.
 #include "lowering/registry.h"
+#include "lowering/rnn_math.h"
 #include "lowering/shape_helpers.h"
 
 #include <stdexcept>
@@ -27,26 +28,14 @@ namespace {
 using hlo::Builder;
 using hlo::Dims;
 using hlo::Value;
-
-// Columns [k*h, (k+1)*h) of a [B, n*h] matrix: gate k.
-Value gate(Builder& b, Value m, int64_t k, int64_t h) {
-  const Dims d = b.dims(m);
-  return b.slice(m, {0, k * h}, {d[0], (k + 1) * h}, {1, 1});
-}
-
-// A [n*h] bias added to every row of a [B, n*h] matrix.
-Value add_bias(Builder& b, Value m, Value bias) { return b.add(m, b.broadcast_in_dim(bias, b.dims(m), {1})); }
-
-Value one_minus(Builder& b, Value v) { return b.sub(full_like(b, v, 1), v); }
-Value sigmoid(Builder& b, Value v) { return b.unary("stablehlo.logistic", v); }
-Value tanh(Builder& b, Value v) { return b.unary("stablehlo.tanh", v); }
+using rnn::add_bias;
+using rnn::column_sum;
+using rnn::gate;
+using rnn::one_minus;
+using rnn::sigmoid;
+using rnn::tanh;
 
 Value out_cast(Context& ctx, Value v) { return ctx.b.convert(v, ctx.attrs.get_dtype("out_dtype")); }
-
-// Column sums of a [B, n] matrix: a bias gradient.
-Value column_sum(Builder& b, Value m) {
-  return b.reduce(m, b.constant(b.dtype(m), 0), {0}, hlo::ReduceKind::kSum);
-}
 
 void check_rank2(Builder& b, Value v, const char* op, const char* what) {
   if (b.type(v).rank() != 2) {
@@ -62,13 +51,9 @@ std::vector<Value> lower_lstm_cell(Context& ctx, const std::vector<Value>& in) {
   const int64_t h = b.dims(cx)[1];
   Value gates = b.add(igates, hgates);
   if (ctx.attrs.get_bool("has_bias")) gates = add_bias(b, add_bias(b, gates, in[3]), in[4]);
-  Value i = sigmoid(b, gate(b, gates, 0, h));
-  Value f = sigmoid(b, gate(b, gates, 1, h));
-  Value g = tanh(b, gate(b, gates, 2, h));
-  Value o = sigmoid(b, gate(b, gates, 3, h));
-  Value cy = b.add(b.mul(f, cx), b.mul(i, g));
-  Value hy = b.mul(o, tanh(b, cy));
-  Value workspace = b.concatenate({i, f, g, o}, 1);
+  const rnn::LstmStep s = rnn::lstm_step(b, gates, cx, h);
+  Value hy = s.h, cy = s.c;
+  Value workspace = b.concatenate({s.i, s.f, s.g, s.o}, 1);
   return {out_cast(ctx, hy), out_cast(ctx, cy), out_cast(ctx, workspace)};
 }
 
@@ -81,19 +66,9 @@ std::vector<Value> lower_lstm_cell_backward(Context& ctx, const std::vector<Valu
   check_rank2(b, cx, "lstm_cell_backward", "cx");
   const int64_t h = b.dims(cx)[1];
   Value i = gate(b, ws, 0, h), f = gate(b, ws, 1, h), g = gate(b, ws, 2, h), o = gate(b, ws, 3, h);
-  Value tanh_cy = tanh(b, cy);
-  // Gradient reaching the cell state: from grad_cy directly and through hy = o * tanh(cy).
-  Value gcx = grad_cy.valid() ? grad_cy : full_like(b, cy, 0);
-  Value go = full_like(b, o, 0);
-  if (grad_hy.valid()) {
-    gcx = b.add(gcx, b.mul(b.mul(grad_hy, o), one_minus(b, b.mul(tanh_cy, tanh_cy))));
-    go = b.mul(b.mul(grad_hy, tanh_cy), b.mul(o, one_minus(b, o)));
-  }
-  Value gi = b.mul(b.mul(gcx, g), b.mul(i, one_minus(b, i)));
-  Value gf = b.mul(b.mul(gcx, cx), b.mul(f, one_minus(b, f)));
-  Value gg = b.mul(b.mul(gcx, i), one_minus(b, b.mul(g, g)));
-  Value grad_gates = b.concatenate({gi, gf, gg, go}, 1);
-  std::vector<Value> out{out_cast(ctx, grad_gates), out_cast(ctx, b.mul(gcx, f))};
+  const rnn::LstmStepGrad grad = rnn::lstm_step_backward(b, grad_hy, grad_cy, i, f, g, o, cx, cy);
+  Value grad_gates = grad.gates;
+  std::vector<Value> out{out_cast(ctx, grad_gates), out_cast(ctx, grad.c_prev)};
   if (ctx.attrs.get_bool("has_bias")) out.push_back(out_cast(ctx, column_sum(b, grad_gates)));
   return out;
 }

@@ -10,6 +10,7 @@
 
 #include "host_kernels/registry.h"
 #include "runtime/client_options.h"
+#include "runtime/host_pages.h"
 
 namespace tpu::runtime {
 
@@ -138,6 +139,7 @@ Runtime& Runtime::get() {
     }
     std::shared_ptr<pjrt::Plugin> plugin = pjrt::Plugin::load(path);
     const PluginKind kind = plugin_kind(path, process_env());
+    apply_host_pages_policy(kind, process_env());
     const std::vector<pjrt::NamedOption> options = client_create_options(
         kind, process_env(), processes().node_id, processes().num_nodes);
     std::shared_ptr<pjrt::KeyValueStore> kv;

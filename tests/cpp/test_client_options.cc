@@ -8,6 +8,7 @@
 #include <string>
 
 #include "runtime/client_options.h"
+#include "runtime/host_pages.h"
 
 namespace tpu::runtime {
 namespace {
@@ -134,6 +135,20 @@ TEST(ClientOptions, MalformedGpuSettingsNameTheVariable) {
   EXPECT_NE(error_of(PluginKind::kXlaCpu, {{"TORCH_TPU_CPU_DEVICE_COUNT", "0"}})
                 .find("TORCH_TPU_CPU_DEVICE_COUNT='0'"),
             std::string::npos);
+}
+
+TEST(HostPages, KeptWithTheCpuPluginUnlessReleased) {
+  EXPECT_FALSE(apply_host_pages_policy(PluginKind::kXlaGpu, fake_env({})));
+  EXPECT_FALSE(apply_host_pages_policy(PluginKind::kXlaCpu, fake_env({{"TORCH_TPU_HOST_PAGES", "release"}})));
+  try {
+    apply_host_pages_policy(PluginKind::kXlaCpu, fake_env({{"TORCH_TPU_HOST_PAGES", "sometimes"}}));
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("TORCH_TPU_HOST_PAGES='sometimes' is not one of keep, release"),
+              std::string::npos) << e.what();
+  }
+  // Last: keeping pages changes this process's allocator for the tests after it (harmlessly).
+  EXPECT_TRUE(apply_host_pages_policy(PluginKind::kXlaCpu, fake_env({})));
 }
 
 }  // namespace

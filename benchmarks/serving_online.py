@@ -20,6 +20,7 @@ Results: benchmarks/results/serving_online.{json,md,svg}.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
@@ -195,6 +196,17 @@ def load(port, model, concurrency, args, out_dir, label):
     return {k: data[k] for k in METRICS}
 
 
+@contextlib.contextmanager
+def _work_dir(keep):
+    if keep:
+        path = pathlib.Path(keep)
+        path.mkdir(parents=True, exist_ok=True)
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="serving_online_") as tmp:
+        yield pathlib.Path(tmp)
+
+
 def _terminate(signum, frame):
     raise SystemExit(f"stopped by signal {signum}")  # runs the finally blocks: servers are stopped
 
@@ -210,14 +222,14 @@ def main():
     parser.add_argument("--output-len", type=int, default=64)
     parser.add_argument("--timeout", type=int, default=900, help="seconds per load run")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (models, server logs, stats)")
     args = parser.parse_args()
     kinds = args.servers.split(",")
     levels = [int(c) for c in args.concurrency.split(",")]
     rows = [["model", "concurrency", "server", "output tok/s", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms",
              "tok/s vs same engine on CPU", "measured runs: step programs captured / compiled in the background / s in captures"]]
     data, plot = {"runs": []}, {}
-    with tempfile.TemporaryDirectory(prefix="serving_online_") as tmp:
-        tmp = pathlib.Path(tmp)
+    with _work_dir(args.keep) as tmp:
         oot = cpu_platform_dir(tmp)
         for name in args.models.split(","):
             model = save_model(name, tmp)

@@ -144,6 +144,24 @@ def test_lstm_layers_in_inference_mode_match_cpu():
     assert counts[5] == counts[23], counts
 
 
+def test_double_backward_through_lstm_layers():
+    """create_graph=True differentiates the layer's backward (PyTorch's differentiable formula for
+    aten::mkldnn_rnn_layer, run op by op on the device)."""
+    cpu, dev = make_module("LSTM")
+    x = torch.randn(T, B, I, generator=torch.Generator().manual_seed(23))
+    grads = {}
+    for name, module in (("cpu", cpu), ("tpu", dev)):
+        inp = x.detach().to(name).requires_grad_()
+        out, _ = module(inp)
+        (g,) = torch.autograd.grad(out.pow(2).sum(), inp, create_graph=True)
+        g.pow(2).sum().backward()
+        grads[name] = (g, inp.grad, [p.grad for p in module.parameters()])
+    assert_close(grads["tpu"][0], grads["cpu"][0].detach(), **TOL)
+    assert_close(grads["tpu"][1], grads["cpu"][1], **TOL)
+    for got, want in zip(grads["tpu"][2], grads["cpu"][2]):
+        assert_close(got, want, **TOL)
+
+
 @pytest.mark.parametrize("kwargs,message", [
     (dict(mode=3), "only LSTM layers"),
     (dict(batch_first=True), "time-major"),

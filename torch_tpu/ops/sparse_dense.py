@@ -75,14 +75,14 @@ def _check_input(name, row_pointers, embedding_ids, sample_ids, gains, table, de
                              f"{table.device} (no host read)")
 
 
-def _entries(embedding_ids, sample_ids, gains, rows, batch):
-    """(valid mask, safe table rows, safe sample rows, gains) of the entries; padding entries
-    point at row 0 and are masked out."""
+def _entries(embedding_ids, sample_ids, rows, batch):
+    """(valid mask, safe table rows, safe sample rows) of the entries; padding entries point at
+    row 0 and are masked out."""
     valid = (sample_ids >= 0) & (sample_ids < batch) & (embedding_ids >= 0) & (embedding_ids < rows)
     zero = torch.zeros((), dtype=torch.long, device=embedding_ids.device)
     table_row = torch.where(valid, embedding_ids.long(), zero)
     sample_row = torch.where(valid, sample_ids.long(), zero)
-    return valid, table_row, sample_row, gains
+    return valid, table_row, sample_row
 
 
 def _masked(valid, values):
@@ -96,18 +96,17 @@ def sparse_dense_matmul(row_pointers, embedding_ids, sample_ids, gains, embeddin
                  device_batch_size, max_ids_per_partition, max_unique_ids_per_partition)
 
     def run():
-        valid, table_row, sample_row, w = _entries(embedding_ids, sample_ids, gains, embedding_table.shape[0],
-                                                   device_batch_size)
-        rows = embedding_table.index_select(0, table_row) * w.to(embedding_table.dtype).unsqueeze(1)
+        valid, table_row, sample_row = _entries(embedding_ids, sample_ids, embedding_table.shape[0],
+                                                device_batch_size)
+        rows = embedding_table.index_select(0, table_row) * gains.to(embedding_table.dtype).unsqueeze(1)
         out = embedding_table.new_zeros(device_batch_size, embedding_table.shape[1])
         return out.index_add(0, sample_row, _masked(valid, rows))
 
     return _one_program(run, embedding_table)
 
 
-def _table_grad(name, row_pointers, embedding_ids, sample_ids, gains, table, activations_grad,
-                device_batch_size, max_ids_per_partition, max_unique_ids_per_partition):
-    """(G, touched rows [rows, 1] bool): the table's gradient and the rows some entry looks up."""
+def _check_grad_input(name, row_pointers, embedding_ids, sample_ids, gains, table, activations_grad,
+                      device_batch_size, max_ids_per_partition, max_unique_ids_per_partition):
     _check_input(name, row_pointers, embedding_ids, sample_ids, gains, table, device_batch_size,
                  max_ids_per_partition, max_unique_ids_per_partition)
     if activations_grad.dim() != 2 or activations_grad.shape[1] != table.shape[1]:
@@ -116,8 +115,12 @@ def _table_grad(name, row_pointers, embedding_ids, sample_ids, gains, table, act
     if activations_grad.shape[0] < device_batch_size:
         raise ValueError(f"{name}: activations_grad has {activations_grad.shape[0]} rows, fewer than "
                          f"device_batch_size {device_batch_size}")
-    valid, table_row, sample_row, w = _entries(embedding_ids, sample_ids, gains, table.shape[0], device_batch_size)
-    contrib = activations_grad.to(table.dtype).index_select(0, sample_row) * w.to(table.dtype).unsqueeze(1)
+
+
+def _table_grad(embedding_ids, sample_ids, gains, table, activations_grad, device_batch_size):
+    """(G, touched rows [rows, 1] bool): the table's gradient and the rows some entry looks up."""
+    valid, table_row, sample_row = _entries(embedding_ids, sample_ids, table.shape[0], device_batch_size)
+    contrib = activations_grad.to(table.dtype).index_select(0, sample_row) * gains.to(table.dtype).unsqueeze(1)
     grad = table.new_zeros(table.shape).index_add(0, table_row, _masked(valid, contrib))
     hits = table.new_zeros(table.shape[0]).index_add(0, table_row, valid.to(table.dtype))
     return grad, (hits > 0).unsqueeze(1)
@@ -140,11 +143,12 @@ def sparse_dense_matmul_grad_with_sgd(row_pointers, embedding_ids, sample_ids, g
                                       max_unique_ids_per_partition, computation_name):
     """The table after an SGD step on the rows the input looks up."""
     name = "sparse_dense_matmul_grad_with_sgd"
+    _check_grad_input(name, row_pointers, embedding_ids, sample_ids, gains, embedding_table, activations_grad,
+                      device_batch_size, max_ids_per_partition, max_unique_ids_per_partition)
 
     def run():
-        grad, touched = _table_grad(name, row_pointers, embedding_ids, sample_ids, gains, embedding_table,
-                                    activations_grad, device_batch_size, max_ids_per_partition,
-                                    max_unique_ids_per_partition)
+        grad, touched = _table_grad(embedding_ids, sample_ids, gains, embedding_table, activations_grad,
+                                    device_batch_size)
         stepped = embedding_table - _scalar(learning_rate, embedding_table) * grad
         return torch.where(touched, stepped, embedding_table)
 
@@ -157,12 +161,13 @@ def sparse_dense_matmul_grad_with_adagrad(row_pointers, embedding_ids, sample_id
     """(table, accumulator) after an Adagrad step on the rows the input looks up; the accumulator
     is per element (the table's shape) or per row (1-D)."""
     name = "sparse_dense_matmul_grad_with_adagrad"
+    _check_grad_input(name, row_pointers, embedding_ids, sample_ids, gains, embedding_table, activations_grad,
+                      device_batch_size, max_ids_per_partition, max_unique_ids_per_partition)
     _check_state(name, "accumulator", accumulator, embedding_table, row_wise_ok=True)
 
     def run():
-        grad, touched = _table_grad(name, row_pointers, embedding_ids, sample_ids, gains, embedding_table,
-                                    activations_grad, device_batch_size, max_ids_per_partition,
-                                    max_unique_ids_per_partition)
+        grad, touched = _table_grad(embedding_ids, sample_ids, gains, embedding_table, activations_grad,
+                                    device_batch_size)
         squares = grad * grad
         if accumulator.dim() == 1:
             acc = accumulator.to(grad.dtype) + squares.mean(dim=1)
@@ -184,13 +189,14 @@ def sparse_dense_matmul_grad_with_adam(row_pointers, embedding_ids, sample_ids, 
                                        computation_name):
     """(table, momentum, velocity) after an Adam step on the rows the input looks up."""
     name = "sparse_dense_matmul_grad_with_adam"
+    _check_grad_input(name, row_pointers, embedding_ids, sample_ids, gains, embedding_table, activations_grad,
+                      device_batch_size, max_ids_per_partition, max_unique_ids_per_partition)
     _check_state(name, "momentum", momentum, embedding_table)
     _check_state(name, "velocity", velocity, embedding_table)
 
     def run():
-        grad, touched = _table_grad(name, row_pointers, embedding_ids, sample_ids, gains, embedding_table,
-                                    activations_grad, device_batch_size, max_ids_per_partition,
-                                    max_unique_ids_per_partition)
+        grad, touched = _table_grad(embedding_ids, sample_ids, gains, embedding_table, activations_grad,
+                                    device_batch_size)
         m = beta_1 * momentum + (1 - beta_1) * grad
         v = beta_2 * velocity + (1 - beta_2) * grad * grad
         stepped = embedding_table - _scalar(alpha_t, embedding_table) * m / (v.sqrt() + epsilon)

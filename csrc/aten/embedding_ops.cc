@@ -10,8 +10,6 @@
 namespace tpu::aten {
 namespace {
 
-bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
-
 // PyTorch's own embedding (index_select of rows); an out-of-range index reports "embedding".
 at::Tensor k_embedding(const at::Tensor& weight, const at::Tensor& indices, c10::SymInt padding_idx,
                        bool scale_grad_by_freq, bool sparse) {

@@ -9,8 +9,6 @@
 namespace tpu::aten {
 namespace {
 
-bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
-
 std::tuple<at::Tensor, at::Tensor> nll_loss(const at::Tensor& self, const at::Tensor& target,
                                             const std::optional<at::Tensor>& weight, int64_t reduction,
                                             int64_t ignore_index, const char* label) {

@@ -27,8 +27,6 @@ namespace {
 
 constexpr int64_t kLstmMode = 2;  // mkldnn_rnn_layer's `mode` for LSTM (ideep's rnn_kind)
 
-bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
-
 bool traced(const at::Tensor& t) {
   return t.key_set().has_any(c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::Functionalize}));
 }
@@ -105,17 +103,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> k_lstm(const at::Tensor& input, a
                                                       bool batch_first) {
   // Under torch.autocast("tpu") the layers run in the autocast dtype, as the gate products of
   // ATen's loop would (and CUDA's cuDNN RNN does).
-  if (at::autocast::is_autocast_enabled(at::kPrivateUse1) && input.scalar_type() == at::kFloat) {
-    const at::ScalarType to = at::autocast::get_autocast_dtype(at::kPrivateUse1);
-    auto cast = [&](at::TensorList ts) {
+  const at::ScalarType autocast_to = at::autocast::get_autocast_dtype(at::kPrivateUse1);
+  if (at::autocast::is_autocast_enabled(at::kPrivateUse1) && input.scalar_type() == at::kFloat &&
+      autocast_to != at::kFloat) {
+    auto cast = [&](const at::Tensor& t) {
+      return at::autocast::cached_cast(autocast_to, t, c10::DeviceType::PrivateUse1);
+    };
+    auto cast_all = [&](at::TensorList ts) {
       std::vector<at::Tensor> out;
-      for (const auto& t : ts) out.push_back(at::autocast::cached_cast(to, t, c10::DeviceType::PrivateUse1));
+      for (const auto& t : ts) out.push_back(cast(t));
       return out;
     };
-    if (to != at::kFloat) {
-      return k_lstm(at::autocast::cached_cast(to, input, c10::DeviceType::PrivateUse1), cast(hx), cast(params),
-                    has_biases, num_layers, dropout, train, bidirectional, batch_first);
-    }
+    return k_lstm(cast(input), cast_all(hx), cast_all(params), has_biases, num_layers, dropout, train, bidirectional,
+                  batch_first);
   }
   if (!runs_as_layers(input, hx, params)) {
     return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
@@ -127,16 +127,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> k_lstm(const at::Tensor& input, a
               " layers x directions, got ", hx[0].sizes());
   const int64_t hidden = hx[0].size(2);
   at::Tensor x = batch_first ? input.transpose(0, 1) : input;
+  // The op's schema wants bias tensors; without biases the program does not read them.
+  const at::Tensor no_bias = has_biases ? at::Tensor() : at::empty({0}, input.options());
   std::vector<at::Tensor> hy, cy;
   for (int64_t layer = 0; layer < num_layers; ++layer) {
     std::vector<at::Tensor> outs;
     for (int64_t d = 0; d < dirs; ++d) {
       const int64_t idx = layer * dirs + d;
       const at::Tensor* p = params.data() + idx * per_layer;
-      // The op's schema wants bias tensors; without biases the program does not read them.
-      const at::Tensor no_bias = has_biases ? at::Tensor() : at::zeros({4 * hidden}, p[0].options());
-      auto [y, h, c, ws] = at::mkldnn_rnn_layer(x, p[0], p[1], has_biases ? p[2] : no_bias, has_biases ? p[3] : no_bias, hx[0][idx], hx[1][idx], d == 1, {},
-                                                kLstmMode, hidden, 1, has_biases, bidirectional, false, train);
+      auto [y, h, c, ws] = at::mkldnn_rnn_layer(x, p[0], p[1], has_biases ? p[2] : no_bias, has_biases ? p[3] : no_bias,
+                                                hx[0][idx], hx[1][idx], d == 1, {}, kLstmMode, hidden, 1, has_biases,
+                                                bidirectional, false, train);
       outs.push_back(y);
       hy.push_back(h);
       cy.push_back(c);

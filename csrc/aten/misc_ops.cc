@@ -10,14 +10,13 @@
 
 #include "aten/op_runner.h"
 #include "aten/out_variants.h"
+#include "aten/tensor_access.h"
 #include "aten/type_promotion.h"
 
 namespace tpu::aten {
 namespace {
 
 using Dims = std::vector<int64_t>;
-
-bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
 
 Dims to_dims(c10::SymIntArrayRef v) {
   Dims d;

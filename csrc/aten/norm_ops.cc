@@ -8,8 +8,6 @@
 namespace tpu::aten {
 namespace {
 
-bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
-
 // The dtype ATen gives batch-norm statistics: the running stats' or weight's, else the input's.
 at::ScalarType stats_dtype(const at::Tensor& input, const std::optional<at::Tensor>& weight,
                            const std::optional<at::Tensor>& running_mean) {

@@ -13,8 +13,6 @@
 namespace tpu::aten {
 namespace {
 
-bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
-
 // Both biases or neither (ATen's cells always pass them together).
 bool check_biases(const char* op, const std::optional<at::Tensor>& b_ih, const std::optional<at::Tensor>& b_hh,
                   int64_t width) {

@@ -1,6 +1,8 @@
 // How kernels see tpu tensors: dtype mapping, views of storages, new tensors from results.
 #pragma once
 
+#include <optional>
+
 #include <ATen/core/Tensor.h>
 
 #include "common/element_type.h"
@@ -25,6 +27,9 @@ int tpu_index(const at::Tensor& t);
 at::Tensor wrap(exec::FreshOutput out, int device, const char* writer);
 // An empty (unwritten) contiguous tpu tensor.
 at::Tensor empty_on(at::IntArrayRef sizes, at::ScalarType dtype, int device);
+
+// An optional tensor argument that was passed (not None, not undefined).
+inline bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
 
 // True when `t` is its storage's whole buffer, as laid out (reading needs no program).
 bool is_whole_buffer(const at::Tensor& t, const runtime::DeviceStorage::Contents& contents);

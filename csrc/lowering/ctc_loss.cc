@@ -10,6 +10,7 @@
 
 #include "lowering/hlo_names.h"
 #include "lowering/registry.h"
+#include "lowering/shape_helpers.h"
 
 namespace tpu::lowering {
 namespace {
@@ -97,16 +98,6 @@ Value shift(Builder& b, Value v, int64_t k) {
   return b.slice(b.pad(v, fill, {0, 0}, {0, -k}, {0, 0}), {0, -k}, {d[0], d[1] - k}, {1, 1});
 }
 
-Value time_slice(Builder& b, Value tnl, Value t, int64_t N, int64_t L) {
-  Value z = b.constant_int(kI64, 0);
-  return b.reshape(b.dynamic_slice(tnl, {t, z, z}, {1, N, L}), {N, L});
-}
-
-Value put_time(Builder& b, Value tnl, Value nl, Value t, int64_t N, int64_t L) {
-  Value z = b.constant_int(kI64, 0);
-  return b.dynamic_update_slice(tnl, b.reshape(nl, {1, N, L}), {t, z, z});
-}
-
 // [N, L] mask of t < input_length (t a rank-0 i64).
 Value before_end(Builder& b, const Lattice& x, Value t, int64_t offset) {
   Value il = b.broadcast_in_dim(x.il, {x.N, x.L}, {0});
@@ -121,17 +112,17 @@ Value alpha(Builder& b, const Lattice& x) {
   Value z = b.constant_int(kI64, 0);
   Value first = b.compare(x.s_iota, b.full(TensorType{kI64, {N, L}}, 2), Compare::kLT);
   Value start = and_(b, and_(b, first, x.valid_s), before_end(b, x, z, 0));
-  Value a0 = b.select(start, time_slice(b, x.lp_ext, z, N, L), neg_inf(b, nl));
-  Value la = put_time(b, neg_inf(b, TensorType{x.dt, {x.T, N, L}}), a0, z, N, L);
+  Value a0 = b.select(start, index_dim0(b, x.lp_ext, z), neg_inf(b, nl));
+  Value la = update_dim0(b, neg_inf(b, TensorType{x.dt, {x.T, N, L}}), a0, z);
   auto out = b.while_loop(
       {b.constant_int(kI64, 1), a0, la},
       [&](const Args& s) { return Args{b.compare(s[0], b.constant_int(kI64, x.T), Compare::kLT)}; },
       [&](const Args& s) {
         Value t = s[0], prev = s[1];
         Value from_skip = b.select(x.skip, shift(b, prev, 2), neg_inf(b, nl));
-        Value cur = b.add(log_add3(b, prev, shift(b, prev, 1), from_skip), time_slice(b, x.lp_ext, t, N, L));
+        Value cur = b.add(log_add3(b, prev, shift(b, prev, 1), from_skip), index_dim0(b, x.lp_ext, t));
         cur = b.select(and_(b, x.valid_s, before_end(b, x, t, 0)), cur, neg_inf(b, nl));
-        return Args{b.add(t, b.constant_int(kI64, 1)), cur, put_time(b, s[2], cur, t, N, L)};
+        return Args{b.add(t, b.constant_int(kI64, 1)), cur, update_dim0(b, s[2], cur, t)};
       });
   return out[2];
 }
@@ -152,13 +143,13 @@ Value beta(Builder& b, const Lattice& x) {
       [&](const Args& s) { return Args{b.compare(s[0], b.constant_int(kI64, 0), Compare::kGE)}; },
       [&](const Args& s) {
         Value t = s[0], next = s[1];
-        Value lp = time_slice(b, x.lp_ext, t, N, L);
+        Value lp = index_dim0(b, x.lp_ext, t);
         Value from_skip = b.select(can_skip, shift(b, next, -2), neg_inf(b, nl));
         Value rec = b.add(log_add3(b, next, shift(b, next, -1), from_skip), lp);
         Value at_end = and_(b, before_end(b, x, t, 0), b.unary("stablehlo.not", before_end(b, x, t, 1)));
         Value cur = b.select(at_end, b.select(last, lp, neg_inf(b, nl)), rec);
         cur = b.select(and_(b, x.valid_s, before_end(b, x, t, 0)), cur, neg_inf(b, nl));
-        return Args{b.sub(t, b.constant_int(kI64, 1)), cur, put_time(b, s[2], cur, t, N, L)};
+        return Args{b.sub(t, b.constant_int(kI64, 1)), cur, update_dim0(b, s[2], cur, t)};
       });
   return out[2];
 }

@@ -22,6 +22,7 @@
 #include "lowering/precision.h"
 #include "lowering/registry.h"
 #include "lowering/rnn_math.h"
+#include "lowering/shape_helpers.h"
 
 namespace tpu::lowering {
 namespace {
@@ -31,10 +32,9 @@ using hlo::Compare;
 using hlo::Dims;
 using hlo::Value;
 using Args = std::vector<Value>;
+using rnn::out_cast;
 
 constexpr ElementType kI64 = ElementType::kI64;
-
-Value out_cast(Context& ctx, Value v) { return ctx.b.convert(v, ctx.attrs.get_dtype("out_dtype")); }
 
 // Sizes of a layer call, checked.
 struct Layer {
@@ -45,7 +45,8 @@ struct Layer {
 Layer check_layer(Builder& b, Value x, Value w_ih, Value w_hh, Value h0, const char* op, const Attrs& attrs) {
   const Dims xd = b.dims(x), wi = b.dims(w_ih), wh = b.dims(w_hh), hd = b.dims(h0);
   if (xd.size() != 3 || wi.size() != 2 || wh.size() != 2 || hd.size() != 2) {
-    throw std::invalid_argument(std::string(op) + ": expected input [T, B, I], weights [4H, I] and [4H, H], state [B, H]");
+    throw std::invalid_argument(std::string(op) +
+                                ": expected input [T, B, I], weights [4H, I] and [4H, H], state [B, H]");
   }
   const int64_t H = hd[1];
   if (wi[0] != 4 * H || wi[1] != xd[2] || wh[0] != 4 * H || wh[1] != H || hd[0] != xd[1]) {
@@ -58,18 +59,6 @@ Layer check_layer(Builder& b, Value x, Value w_ih, Value w_hh, Value h0, const c
 // The time index step s of the loop reads: s, or T-1-s for a reverse layer.
 Value time_index(Builder& b, const Layer& l, Value s) {
   return l.reverse ? b.sub(b.constant_int(kI64, l.T - 1), s) : s;
-}
-
-// [B, W] at time t of a [T, B, W] value, and the update writing one back.
-Value at_time(Builder& b, Value tbw, Value t) {
-  const Dims d = b.dims(tbw);
-  Value z = b.constant_int(kI64, 0);
-  return b.reshape(b.dynamic_slice(tbw, {t, z, z}, {1, d[1], d[2]}), {d[1], d[2]});
-}
-Value put_time(Builder& b, Value tbw, Value bw, Value t) {
-  const Dims d = b.dims(bw);
-  Value z = b.constant_int(kI64, 0);
-  return b.dynamic_update_slice(tbw, b.reshape(bw, {1, d[0], d[1]}), {t, z, z});
 }
 
 // [..., K] x [N, K] -> [..., N] (a product with a PyTorch weight, x @ W^T).
@@ -115,11 +104,11 @@ Args lower_lstm_layer(Context& ctx, const Args& in) {
       [&](const Args& v) { return Args{b.compare(v[0], b.constant_int(kI64, l.T), Compare::kLT)}; },
       [&](const Args& v) {
         Value t = time_index(b, l, v[0]);
-        Value gates = b.add(at_time(b, xg, t), b.dot_general(v[1], w_hh_t, {}, {}, {1}, {0}, dt, p));
+        Value gates = b.add(index_dim0(b, xg, t), b.dot_general(v[1], w_hh_t, {}, {}, {1}, {0}, dt, p));
         const rnn::LstmStep s = rnn::lstm_step(b, gates, v[2], l.H);
         Value ws = b.concatenate({s.i, s.f, s.g, s.o, s.c}, 1);
-        return Args{b.add(v[0], b.constant_int(kI64, 1)), s.h, s.c, put_time(b, v[3], s.h, t),
-                    put_time(b, v[4], ws, t)};
+        return Args{b.add(v[0], b.constant_int(kI64, 1)), s.h, s.c, update_dim0(b, v[3], s.h, t),
+                    update_dim0(b, v[4], ws, t)};
       });
   return {out_cast(ctx, out[3]), out_cast(ctx, out[1]), out_cast(ctx, out[2]), out_cast(ctx, out[4])};
 }
@@ -145,14 +134,15 @@ Args lower_lstm_layer_backward(Context& ctx, const Args& in) {
       [&](const Args& v) { return Args{b.compare(v[0], b.constant_int(kI64, 0), Compare::kGE)}; },
       [&](const Args& v) {
         Value t = time_index(b, l, v[0]);
-        Value dh = grad_y.valid() ? b.add(v[1], at_time(b, grad_y, t)) : v[1];
-        Value w = at_time(b, ws, t);
+        Value dh = grad_y.valid() ? b.add(v[1], index_dim0(b, grad_y, t)) : v[1];
+        Value w = index_dim0(b, ws, t);
         Value i = rnn::gate(b, w, 0, H), f = rnn::gate(b, w, 1, H), g = rnn::gate(b, w, 2, H),
               o = rnn::gate(b, w, 3, H), c = rnn::gate(b, w, 4, H);
-        const rnn::LstmStepGrad grad = rnn::lstm_step_backward(b, dh, v[2], i, f, g, o, at_time(b, c_prev_all, t), c);
+        Value c_prev = index_dim0(b, c_prev_all, t);
+        const rnn::LstmStepGrad grad = rnn::lstm_step_backward(b, dh, v[2], i, f, g, o, c_prev, c);
         // dh_prev = dgates @ W_hh: [B, 4H] x [4H, H]
         Value dh_prev = b.dot_general(grad.gates, w_hh, {}, {}, {1}, {0}, dt, p);
-        return Args{b.sub(v[0], b.constant_int(kI64, 1)), dh_prev, grad.c_prev, put_time(b, v[3], grad.gates, t)};
+        return Args{b.sub(v[0], b.constant_int(kI64, 1)), dh_prev, grad.c_prev, update_dim0(b, v[3], grad.gates, t)};
       });
   Value dg = out[3];  // [T, B, 4H]
   Value grad_x = b.dot_general(dg, w_ih, {}, {}, {2}, {0}, dt, p);

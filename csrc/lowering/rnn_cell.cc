@@ -32,10 +32,9 @@ using rnn::add_bias;
 using rnn::column_sum;
 using rnn::gate;
 using rnn::one_minus;
+using rnn::out_cast;
 using rnn::sigmoid;
 using rnn::tanh;
-
-Value out_cast(Context& ctx, Value v) { return ctx.b.convert(v, ctx.attrs.get_dtype("out_dtype")); }
 
 void check_rank2(Builder& b, Value v, const char* op, const char* what) {
   if (b.type(v).rank() != 2) {

@@ -3,9 +3,13 @@
 #pragma once
 
 #include "hlo/builder.h"
+#include "lowering/registry.h"
 #include "lowering/shape_helpers.h"
 
 namespace tpu::lowering::rnn {
+
+// Every output of the RNN lowerings is cast to attr out_dtype (the math runs in the compute dtype).
+inline hlo::Value out_cast(Context& ctx, hlo::Value v) { return ctx.b.convert(v, ctx.attrs.get_dtype("out_dtype")); }
 
 // Columns [k*h, (k+1)*h) of a [B, n*h] matrix: gate k.
 inline hlo::Value gate(hlo::Builder& b, hlo::Value m, int64_t k, int64_t h) {

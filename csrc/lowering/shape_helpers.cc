@@ -47,4 +47,26 @@ hlo::Value full_like(hlo::Builder& b, hlo::Value like, double value) {
   return b.full(b.type(like), value);
 }
 
+namespace {
+// Start indices (i, 0, 0, ...) for a dynamic slice of a rank-`rank` value.
+std::vector<hlo::Value> dim0_starts(hlo::Builder& b, hlo::Value i, size_t rank) {
+  std::vector<hlo::Value> starts(rank, b.constant_int(b.dtype(i), 0));
+  starts[0] = i;
+  return starts;
+}
+}  // namespace
+
+hlo::Value index_dim0(hlo::Builder& b, hlo::Value v, hlo::Value i) {
+  hlo::Dims sizes = b.dims(v);
+  sizes[0] = 1;
+  const hlo::Dims row(sizes.begin() + 1, sizes.end());
+  return b.reshape(b.dynamic_slice(v, dim0_starts(b, i, sizes.size()), sizes), row);
+}
+
+hlo::Value update_dim0(hlo::Builder& b, hlo::Value v, hlo::Value row, hlo::Value i) {
+  hlo::Dims sizes = b.dims(row);
+  sizes.insert(sizes.begin(), 1);
+  return b.dynamic_update_slice(v, b.reshape(row, sizes), dim0_starts(b, i, sizes.size()));
+}
+
 }  // namespace tpu::lowering

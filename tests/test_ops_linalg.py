@@ -173,6 +173,40 @@ def test_svd(shape):
     check_grad(torch.linalg.svdvals, a)
 
 
+def _rank_deficient():
+    g = torch.Generator().manual_seed(5)
+    low = torch.randn(6, 2, generator=g) @ torch.randn(2, 4, generator=g)
+    clow = torch.randn(4, 2, dtype=torch.complex64, generator=g) @ torch.randn(2, 5, dtype=torch.complex64, generator=g)
+    return [torch.zeros(5, 5), torch.zeros(3, 5), torch.diag(torch.tensor([2.0, 0.0, 0.0, 1.0])), low, low.mT,
+            clow, torch.zeros(2, 4, 4, dtype=torch.complex64), torch.stack([low, torch.zeros(6, 4)])]
+
+
+@pytest.mark.parametrize("index", range(8))
+@pytest.mark.parametrize("full", [False, True])
+def test_svd_of_rank_deficient_matrices_has_unitary_bases(index, full, no_fallback):
+    # Zero singular values: U and V must still be unitary (the Jordan-Wielandt eigenvectors of
+    # the zero eigenvalue mix u and v), and U diag(S) V^H must give A back.
+    a = _rank_deficient()[index]
+    u, s, vh = torch.linalg.svd(a.to("tpu"), full_matrices=full)
+    u_cpu, s_cpu, vh_cpu = torch.linalg.svd(a, full_matrices=full)
+    assert u.shape == u_cpu.shape and vh.shape == vh_cpu.shape
+    assert_close(s, s_cpu, rtol=1e-4, atol=1e-4)
+    for basis in (u, vh.mH):
+        eye = torch.eye(basis.shape[-1], dtype=a.dtype).expand(basis.mH.shape[:-1] + (basis.shape[-1],)).contiguous()
+        assert_close(basis.mH @ basis, eye, rtol=1e-5, atol=1e-5)
+    k = s.shape[-1]
+    assert_close(u[..., :k] @ torch.diag_embed(s.to(a.dtype)) @ vh[..., :k, :], a, rtol=1e-5, atol=1e-5)
+
+
+def test_matrix_two_norm_subgradient_at_zero_matches_cpu(no_fallback):
+    # The gradient of a spectral norm at the zero matrix comes from the SVD's bases there
+    # (LAPACK's and ours: the identity).
+    for ord_ in (2, -2):
+        check_grad(lambda t: torch.linalg.matrix_norm(t, ord_), torch.zeros(5, 5))
+    u = torch.linalg.svd(torch.zeros(3, 3, device="tpu")).U
+    assert_close(u, torch.eye(3))
+
+
 def test_rank_and_condition_number():
     low_rank = rand(5, 2) @ rand(2, 4)
     check(torch.linalg.matrix_rank, low_rank)

@@ -53,7 +53,8 @@ std::pair<at::Tensor, at::Tensor> eigh3(const at::Tensor& a3, bool lower, const 
 
 // SVD through the symmetric Jordan-Wielandt matrix [[0, A], [A^T, 0]], whose eigenvalues are
 // +-sigma_i (and zeros) with eigenvectors (u_i, +-v_i) / sqrt(2): singular values to working
-// precision without squaring A's condition number.
+// precision without squaring A's condition number. The singular vectors of zero singular
+// values are completed by QR (orthonormal complements).
 std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> k_svd_out(const at::Tensor& a, bool full_matrices, bool compute_uv,
                                                             std::optional<c10::string_view> driver, at::Tensor& u,
                                                             at::Tensor& s, at::Tensor& vh) {
@@ -86,8 +87,22 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> k_svd_out(const at::Tensor& a,
   if (!compute_uv) return {u, s, vh};
   at::Tensor top = vecs.narrow(2, m + n - k, k).flip({2}) * std::sqrt(2.0);
   at::Tensor uu = top.narrow(1, 0, m), vv = top.narrow(1, m, n);
-  if (full_matrices && m > k) uu = complete_basis(uu);
-  if (full_matrices && n > k) vv = complete_basis(vv);
+  // Zero singular values share J's eigenvalue 0 with the |m - n| extra ones: eigh returns
+  // arbitrary mixes of (u, 0) and (0, v) there, so those halves are neither unit nor
+  // orthogonal. From the first singular value that is negligible (or whose halves are not unit
+  // vectors) on, both bases are completed instead: orthonormal complements of the columns
+  // before it, which span A's left null space and null space.
+  const at::Tensor sv = w.narrow(1, m + n - k, k).flip({1});
+  const double eps = c10::toRealValueType(a.scalar_type()) == at::kDouble ? 2.220446049250313e-16 : 1.1920928955078125e-07;
+  auto unit = [](const at::Tensor& c) { return (c.abs().pow(2).sum(-2) - 1).abs() < 1e-2; };
+  at::Tensor good = (sv > sv.amax(-1, true) * (static_cast<double>(std::max(m, n)) * eps)).logical_and(unit(uu)).logical_and(unit(vv));
+  good = good.to(at::kLong).cumprod(-1).unsqueeze(-2).to(uu.scalar_type());  // a prefix of the columns
+  uu = complete_basis(uu * good);
+  vv = complete_basis(vv * good);
+  if (!full_matrices) {
+    uu = uu.narrow(-1, 0, k);
+    vv = vv.narrow(-1, 0, k);
+  }
   write_out(unflatten(uu, batch), u);
   write_out(unflatten(vv.mH(), batch), vh);
   return {u, s, vh};
@@ -187,8 +202,9 @@ at::Tensor& k_ormqr_out(const at::Tensor& packed, const at::Tensor& tau, const a
   return write_out(k_ormqr(packed, tau, c, left, transpose), out);
 }
 
-// [B, m, k] orthonormal columns -> [B, m, m]: the same columns followed by an orthonormal
-// basis of their complement (from a complete QR; column signs restored from R's diagonal).
+// [B, m, k] orthonormal columns (and zero columns after them) -> [B, m, m]: the orthonormal
+// columns followed by an orthonormal basis of their complement (from a complete QR; column
+// signs restored from R's diagonal).
 at::Tensor complete_basis(const at::Tensor& q) {
   const int64_t m = q.size(-2), k = q.size(-1);
   auto [packed, tau] = geqrf(q, "linalg.svd");

@@ -529,6 +529,21 @@ def classify_any(entry):
     return min(found, key=CATEGORIES.index)
 
 
+def passes_measure(entry):
+    """The conformance measure: every float32 forward and backward (where differentiable) and
+    complex64 forward sample the entry has passes; an entry with none of those (integer-only
+    ops) is judged on the dtypes it has. Uninitialized outputs and entries without samples
+    never pass."""
+    if "crash" in entry:
+        return False
+    d = entry["dtypes"]
+    found = [_worst(d[x][k]) for x, keys in (("float32", ("forward", "backward")), ("complex64", ("forward",)))
+             if x in d for k in keys if k in d[x]]
+    if not found:
+        found = [_worst(v[k]) for v in d.values() for k in ("forward", "backward") if k in v]
+    return bool(found) and all(k == "pass" for k in found)
+
+
 def summarize(results, names):
     """(entries per float32-forward category, entries per worst category over all dtypes,
     samples per status over all dtypes and directions)."""
@@ -587,6 +602,11 @@ def write_markdown(path, results, names, dtypes, totals, any_totals, sample_tota
         f"({100.0 * passing / max(entries, 1):.1f}% of all entries, {100.0 * passing / max(with_f32, 1):.1f}% "
         f"of the {with_f32} entries that support float32)",
     ]
+    measured = [n for n in names if passes_measure(results[n])]
+    lines.append(f"* **conformance measure**: entries passing every float32 forward and backward and complex64 "
+                 f"sample they have (integer-only entries: every sample): **{len(measured)}** "
+                 f"({100.0 * len(measured) / max(entries, 1):.1f}% of all {entries} entries); not passing: "
+                 + ", ".join(f"`{n}`" for n in sorted(set(names) - set(measured))))
     for k in CATEGORIES:
         if k != "pass":
             lines.append(f"* entries whose worst float32 forward result is `{k}`: {totals.get(k, 0)}")

@@ -191,14 +191,39 @@ def test_ops_without_complex_support_fail_clearly_or_fall_back():
     t = z.to("tpu")
     # a lowering written for real values refuses complex inputs instead of computing garbage
     with pytest.raises(NotImplementedError, match="does not support complex tensors on tpu"):
-        torch.logcumsumexp(t, 0)
+        torch.nn.functional.avg_pool1d(t[None], 2)
     # pointwise ops without complex support run on the CPU with the usual warning
     torch_tpu.reset_fallback_counts()
-    w = sample(seed=1)
-    close(torch.logaddexp(t, w.to("tpu")), torch.logaddexp(z, w))
-    assert torch_tpu.fallback_counts() == {"aten::logaddexp.out": 1}
+    close(torch.nan_to_num(t), torch.nan_to_num(z))
+    assert torch_tpu.fallback_counts() == {"aten::nan_to_num.out": 1}
     with pytest.raises(TypeError, match="tpu does not support dtype"):
         torch.zeros(3, dtype=torch.complex32).to("tpu")
+
+
+def _log_add_exp_operands():
+    """Pairs with equal, infinite and NaN real parts, where ATen's complex log-add-exp orders
+    the operands by their real parts."""
+    x, y = sample(shape=(3, 8)), sample(shape=(3, 8), seed=1)
+    inf, nan = float("inf"), float("nan")
+    x[0, :6] = torch.tensor([complex(-inf, 1), complex(inf, 1), complex(nan, 1), complex(inf, 0), 2 + 1j, complex(-inf, 3)])
+    y[0, :6] = torch.tensor([complex(-inf, 2), complex(inf, 2), 1 + 1j, 3 - 1j, 2 - 1j, 0.5 + 2j])
+    return x, y
+
+
+def test_logaddexp_logcumsumexp_renorm_match_cpu(no_fallback):
+    x, y = _log_add_exp_operands()
+    xt, yt = x.to("tpu"), y.to("tpu")
+    close(torch.logaddexp(xt, yt), torch.logaddexp(x, y))
+    for dim in (0, 1):  # running values reach -inf + bj, +inf + bj and NaN along dim 1
+        close(torch.logcumsumexp(xt, dim), torch.logcumsumexp(x, dim))
+    for p, dim, maxnorm in ((2.0, 0, 1.0), (1.0, 1, 0.5), (float("inf"), 1, 0.7)):
+        close(torch.renorm(yt, p, dim, maxnorm), torch.renorm(y, p, dim, maxnorm))
+    a = sample(shape=(3, 5)).requires_grad_()
+    at = a.detach().to("tpu").requires_grad_()
+    for f in (lambda v: torch.logcumsumexp(v, 1), lambda v: torch.logaddexp(v, 2 * v), lambda v: torch.renorm(v, 2, 0, 1.0)):
+        g_cpu, = torch.autograd.grad(f(a).abs().sum(), a)
+        g_tpu, = torch.autograd.grad(f(at).abs().sum(), at)
+        close(g_tpu, g_cpu, scale=10)
 
 
 def _with_special_values():

@@ -24,11 +24,12 @@ bool lowering_supports_complex(const std::string& op, const lowering::Attrs& att
       // pointwise
       "copy", "full", "add", "sub", "mul", "neg", "rsub", "exp", "exp2", "expm1", "log", "log1p", "log2", "log10",
       "sqrt", "rsqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh",
-      "atanh", "sigmoid", "silu", "sinc", "reciprocal", "pow", "eq", "ne", "isnan", "isinf", "isfinite", "lerp",
+      "atanh", "sigmoid", "silu", "sinc", "reciprocal", "pow", "logaddexp", "eq", "ne", "isnan", "isinf", "isfinite", "lerp",
       "addcmul", "addcdiv", "logical_not", "logical_and", "logical_or", "logical_xor", "where", "masked_fill",
       "conj", "complex", "polar", "complex_real", "complex_imag", "complex_abs", "complex_angle", "complex_sgn",
       // reductions and scans (var and vector_norm reduce real magnitudes)
-      "sum", "mean", "prod", "cumsum", "cumprod", "all", "any", "var", "vector_norm", "logsumexp",
+      "sum", "mean", "prod", "cumsum", "cumprod", "all", "any", "var", "vector_norm", "logsumexp", "logcumsumexp",
+      "renorm",
       // products
       "mm", "bmm", "mv", "dot", "addmm", "addmv", "cross",
       // LU and triangular solves (LAPACK's pivoting and adjoints for complex)

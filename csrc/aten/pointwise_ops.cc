@@ -217,6 +217,7 @@ const Entry kEntries[] = {
     {"nextafter.out", {"nextafter"}},        {"heaviside.out", {"heaviside"}},
     {"bitwise_and.Tensor_out", integral("bitwise_and")}, {"bitwise_or.Tensor_out", integral("bitwise_or")},
     {"bitwise_xor.Tensor_out", integral("bitwise_xor")},
+    {"gcd.out", shift("gcd")}, {"lcm.out", shift("lcm")},
     {"bitwise_left_shift.Tensor_out", shift("bitwise_left_shift")},
     {"bitwise_right_shift.Tensor_out", shift("bitwise_right_shift")},
     // the operator forms (x >> n, x << n, x >>= n, x <<= n) are separate, non-structured ops

@@ -5,6 +5,7 @@
 
 #include "lowering/convolution.h"
 #include "lowering/hlo_names.h"
+#include "lowering/pointwise.h"
 #include "lowering/registry.h"
 #include "lowering/shape_helpers.h"
 
@@ -198,7 +199,7 @@ Args lower_col2im(Context& ctx, const Args& in) {
   return {conv_input_grad(b, g, patch_kernel(b, b.dtype(g), c, k), patch_params(ctx.attrs, c), out)};
 }
 
-// renorm: attrs p, dim, maxnorm
+// renorm: attrs p, dim, maxnorm (complex x: norms of |x|)
 Args lower_renorm(Context& ctx, const Args& in) {
   auto& b = ctx.b;
   Value x = in[0];
@@ -207,7 +208,7 @@ Args lower_renorm(Context& ctx, const Args& in) {
   const double p = ctx.attrs.get_float("p"), maxnorm = ctx.attrs.get_float("maxnorm");
   Dims dims;
   for (int64_t d = 0; d < static_cast<int64_t>(xd.size()); ++d) if (d != dim) dims.push_back(d);
-  Value a = b.unary("stablehlo.abs", x);
+  Value a = magnitude(b, x);
   Value norm;
   if (std::isinf(p)) {
     norm = b.reduce(a, b.constant(b.dtype(a), 0), dims, ReduceKind::kMax);
@@ -218,6 +219,7 @@ Args lower_renorm(Context& ctx, const Args& in) {
   Value factor = b.select(b.compare(norm, b.full(b.type(norm), maxnorm), Compare::kGT),
                           b.div(b.full(b.type(norm), maxnorm), b.add(norm, b.full(b.type(norm), 1e-7))),
                           b.full(b.type(norm), 1));
+  factor = b.convert(factor, b.dtype(x));  // complex x: a real factor (norms of |x|)
   return {b.mul(x, b.broadcast_in_dim(factor, xd, {dim}))};
 }
 

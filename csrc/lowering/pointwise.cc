@@ -1,5 +1,7 @@
 #include "lowering/pointwise.h"
 
+#include <cmath>
+
 #include "lowering/shape_helpers.h"
 
 namespace tpu::lowering {
@@ -45,6 +47,39 @@ hlo::Value is_finite(hlo::Builder& b, hlo::Value x) {
   const hlo::TensorType flags{ElementType::kBool, b.dims(x)};
   if (is_complex(b.dtype(x))) return logical_and(b, is_finite(b, real_part(b, x)), is_finite(b, imag_part(b, x)));
   return is_floating(b.dtype(x)) ? b.emit("stablehlo.is_finite", {x}, flags) : b.full(flags, 1);
+}
+
+namespace {
+// ATen's complex log-add-exp: min and max by real part; log1p(exp(min - max)) + max, except
+// NaN anywhere (NaN in both parts), both real parts -inf (min) and both +inf (log of the sum).
+hlo::Value complex_log_add_exp(hlo::Builder& b, hlo::Value x, hlo::Value y) {
+  using hlo::Compare;
+  hlo::Value x_low = b.compare(real_part(b, x), real_part(b, y), Compare::kLT);
+  hlo::Value low = b.select(x_low, x, y), high = b.select(x_low, y, x);
+  hlo::Value low_re = real_part(b, low), high_re = real_part(b, high);
+  hlo::Value general = b.add(b.unary("stablehlo.log_plus_one", b.unary("stablehlo.exponential", b.sub(low, high))), high);
+  hlo::Value both_inf = logical_and(b, logical_not(b, is_finite(b, low_re)), b.compare(low_re, high_re, Compare::kEQ));
+  hlo::Value both_pos_inf = b.unary("stablehlo.log", b.add(b.unary("stablehlo.exponential", low), b.unary("stablehlo.exponential", high)));
+  hlo::Value r = b.select(both_inf, b.select(b.compare(low_re, scalar_like(b, low_re, 0), Compare::kLT), low, both_pos_inf), general);
+  hlo::Value nan = scalar_like(b, low_re, NAN);
+  hlo::Value nan_both = b.emit("stablehlo.complex", {nan, nan}, b.type(x));
+  return b.select(logical_or(b, is_nan(b, x), is_nan(b, y)), nan_both, r);
+}
+}  // namespace
+
+hlo::Value log_add_exp(hlo::Builder& b, hlo::Value x, hlo::Value y, double base) {
+  if (is_complex(b.dtype(x))) return complex_log_add_exp(b, x, y);
+  hlo::Value m = b.max(x, y);
+  hlo::Value d = b.unary("stablehlo.abs", b.sub(x, y));
+  hlo::Value r;
+  if (base == 2.0) {
+    hlo::Value ln2 = scalar_like(b, x, M_LN2);
+    r = b.add(m, b.div(b.unary("stablehlo.log_plus_one", b.unary("stablehlo.exponential", b.neg(b.mul(d, ln2)))), ln2));
+  } else {
+    r = b.add(m, b.unary("stablehlo.log_plus_one", b.unary("stablehlo.exponential", b.neg(d))));
+  }
+  // Equal infinities: x - y is nan, the answer is x.
+  return b.select(logical_and(b, b.compare(x, y, hlo::Compare::kEQ), logical_not(b, is_finite(b, x))), x, r);
 }
 
 hlo::Value logical_and(hlo::Builder& b, hlo::Value x, hlo::Value y) { return b.binary("stablehlo.and", x, y); }

@@ -29,6 +29,10 @@ hlo::Value imag_part(hlo::Builder& b, hlo::Value x);
 hlo::Value conjugate(hlo::Builder& b, hlo::Value x);
 // Where x is finite (both parts for complex x; everywhere for integers).
 hlo::Value is_finite(hlo::Builder& b, hlo::Value x);
+// log(base^x + base^y) / log(base), stable, with ATen's special cases (equal infinities give x;
+// NaN propagates). Complex x and y (base e only): ordered by real part, as ATen's complex
+// logaddexp and logcumsumexp order them.
+hlo::Value log_add_exp(hlo::Builder& b, hlo::Value x, hlo::Value y, double base = 2.718281828459045);
 hlo::Value logical_and(hlo::Builder& b, hlo::Value x, hlo::Value y);
 hlo::Value logical_or(hlo::Builder& b, hlo::Value x, hlo::Value y);
 hlo::Value logical_not(hlo::Builder& b, hlo::Value x);

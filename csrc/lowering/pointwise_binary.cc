@@ -98,18 +98,36 @@ Value signbit_of(Builder& b, Value x) {
   return b.compare(bits, scalar_like(b, bits, 0), Compare::kLT);
 }
 
-Value logaddexp(Builder& b, Value x, Value y, double base) {
-  Value m = b.max(x, y);
-  Value d = b.unary("stablehlo.abs", b.sub(x, y));
-  Value r;
-  if (base == 2.0) {
-    Value ln2 = scalar_like(b, x, M_LN2);
-    r = b.add(m, b.div(b.unary("stablehlo.log_plus_one", b.unary("stablehlo.exponential", b.neg(b.mul(d, ln2)))), ln2));
-  } else {
-    r = b.add(m, b.unary("stablehlo.log_plus_one", b.unary("stablehlo.exponential", b.neg(d))));
-  }
-  // Equal infinities: x - y is nan, the answer is x.
-  return b.select(b.compare(x, y, Compare::kEQ), x, r);
+// |x| of an integer (unsigned: x).
+Value int_abs(Builder& b, Value x) { return is_unsigned(b.dtype(x)) ? x : b.unary("stablehlo.abs", x); }
+
+// gcd of integers by Euclid's algorithm on every element at once: |a|, |b|, then (b % a, a)
+// while any a is non-zero (ATen's order of operands, so gcd(0, 0) = 0).
+Value gcd(Builder& b, Value x, Value y) {
+  const TensorType t = b.type(x);
+  Dims all;
+  for (int64_t d = 0; d < t.rank(); ++d) all.push_back(d);
+  auto out = b.while_loop(
+      {int_abs(b, x), int_abs(b, y)},
+      [&](const Args& s) {
+        Value live = b.compare(s[0], scalar_like(b, s[0], 0), Compare::kNE);
+        return Args{b.reduce(live, b.constant_int(ElementType::kBool, 0), all, ReduceKind::kOr)};
+      },
+      [&](const Args& s) {
+        Value zero = b.compare(s[0], scalar_like(b, s[0], 0), Compare::kEQ);
+        Value divisor = b.select(zero, scalar_like(b, s[0], 1), s[0]);
+        Value next = b.select(zero, s[0], b.binary("stablehlo.remainder", s[1], divisor));
+        return Args{next, b.select(zero, s[1], s[0])};
+      });
+  return out[1];
+}
+
+// lcm = |a / gcd * b| (0 where the gcd is 0).
+Value lcm(Builder& b, Value x, Value y) {
+  Value g = gcd(b, x, y);
+  Value zero = b.compare(g, scalar_like(b, g, 0), Compare::kEQ);
+  Value q = b.div(x, b.select(zero, scalar_like(b, g, 1), g));
+  return b.select(zero, scalar_like(b, g, 0), int_abs(b, b.mul(q, y)));
 }
 
 Value compare(Builder& b, const Args& a, Compare c) { return b.compare(a[0], a[1], c); }
@@ -153,8 +171,8 @@ const PointwiseEntry kBinary[] = {
     {"hypot", [](Context& c, const Args& a) {
        return c.b.unary("stablehlo.sqrt", c.b.add(c.b.mul(a[0], a[0]), c.b.mul(a[1], a[1])));
      }},
-    {"logaddexp", [](Context& c, const Args& a) { return logaddexp(c.b, a[0], a[1], M_E); }},
-    {"logaddexp2", [](Context& c, const Args& a) { return logaddexp(c.b, a[0], a[1], 2.0); }},
+    {"logaddexp", [](Context& c, const Args& a) { return log_add_exp(c.b, a[0], a[1]); }},
+    {"logaddexp2", [](Context& c, const Args& a) { return log_add_exp(c.b, a[0], a[1], 2.0); }},
     {"xlogy", [](Context& c, const Args& a) {
        auto& b = c.b;
        Value r = b.mul(a[0], b.unary("stablehlo.log", a[1]));
@@ -168,6 +186,8 @@ const PointwiseEntry kBinary[] = {
        Value step = cast(b, b.compare(a[0], zero, Compare::kGT), b.dtype(a[0]));
        return b.select(b.compare(a[0], zero, Compare::kEQ), a[1], step);
      }},
+    {"gcd", [](Context& c, const Args& a) { return gcd(c.b, a[0], a[1]); }},
+    {"lcm", [](Context& c, const Args& a) { return lcm(c.b, a[0], a[1]); }},
     {"bitwise_and", [](Context& c, const Args& a) { return logical_and(c.b, a[0], a[1]); }},
     {"bitwise_or", [](Context& c, const Args& a) { return logical_or(c.b, a[0], a[1]); }},
     {"bitwise_xor", [](Context& c, const Args& a) { return c.b.binary("stablehlo.xor", a[0], a[1]); }},

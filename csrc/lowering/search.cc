@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "lowering/hlo_names.h"
+#include "lowering/pointwise.h"
 #include "lowering/registry.h"
 #include "lowering/scan.h"
 #include "lowering/shape_helpers.h"
@@ -179,14 +180,10 @@ Args lower_logcumsumexp(Context& ctx, const Args& in) {
   auto& b = ctx.b;
   Value x = in[0];
   if (b.type(x).rank() == 0) return {x};
-  auto logaddexp = [&](Value p, Value q) {
-    Value m = b.max(p, q);
-    Value safe_m = b.select(b.compare(b.unary("stablehlo.abs", m), b.full(b.type(m), INFINITY), Compare::kEQ),
-                            b.full(b.type(m), 0), m);
-    Value s = b.add(b.unary("stablehlo.exponential", b.sub(p, safe_m)), b.unary("stablehlo.exponential", b.sub(q, safe_m)));
-    return b.add(b.unary("stablehlo.log", s), safe_m);
-  };
-  return {inclusive_scan(b, x, ctx.attrs.get_int("dim"), b.constant(b.dtype(x), -INFINITY), logaddexp)};
+  return {inclusive_scan(b, x, ctx.attrs.get_int("dim"), b.constant(b.dtype(x), -INFINITY),
+                         // ATen adds each element to the running value as (element, running): for complex values
+                         // with equal real parts, that order picks which imaginary part survives.
+                         [&](Value earlier, Value later) { return log_add_exp(b, later, earlier); })};
 }
 
 const LoweringEntry kSearch[] = {

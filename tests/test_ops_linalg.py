@@ -237,3 +237,51 @@ def test_lstsq(driver):
     got, want = run_both(lambda x, y: torch.linalg.lstsq(x, y, driver=driver), a, b)
     for g, w in zip(got, want):
         assert_close(g, w, rtol=1e-4, atol=1e-4)
+
+
+def _ldl_cases():
+    g = torch.Generator().manual_seed(11)
+    real = torch.randn(4, 7, 7, generator=g)
+    c = torch.randn(3, 5, 5, dtype=torch.complex64, generator=g)
+    return {
+        "float32 batch": (real + real.mT, False),
+        "float64": ((real + real.mT).double()[0], False),
+        # zero diagonal: every pivot is a 2x2 block
+        "2x2 pivots": (torch.tensor([[0.0, 1, 2], [1, 0, 3], [2, 3, 0]]), False),
+        "only the lower triangle is read": (torch.randn(6, 6, generator=g), False),
+        "complex symmetric": (c + c.mT, False),
+        "complex Hermitian": (c + c.mH, True),
+        "singular": (torch.zeros(2, 3, 3), False),
+    }
+
+
+@pytest.mark.parametrize("case", list(_ldl_cases()))
+def test_ldl_factor_and_solve_match_cpu(case, no_fallback):
+    a, hermitian = _ldl_cases()[case]
+    ld, piv, info = torch.linalg.ldl_factor_ex(a.to("tpu"), hermitian=hermitian)
+    ld_cpu, piv_cpu, info_cpu = torch.linalg.ldl_factor_ex(a, hermitian=hermitian)
+    tol = 1e-10 if a.dtype == torch.float64 else 2e-5
+    assert_close(ld, ld_cpu, rtol=tol, atol=tol)
+    assert torch.equal(piv.cpu(), piv_cpu) and piv.dtype == torch.int32  # the same 1x1 / 2x2 choices
+    assert torch.equal(info.cpu(), info_cpu)
+    if bool((info_cpu != 0).any()):
+        return
+    g = torch.Generator().manual_seed(12)
+    rhs = torch.randn(a.shape[:-1] + (3,), dtype=a.dtype, generator=g)
+    x = torch.linalg.ldl_solve(ld, piv, rhs.to("tpu"), hermitian=hermitian)
+    assert_close(x, torch.linalg.ldl_solve(ld_cpu, piv_cpu, rhs, hermitian=hermitian), rtol=1e-3, atol=1e-3)
+
+
+def test_ldl_solve_broadcasts_batches_and_checks_its_arguments(no_fallback):
+    g = torch.Generator().manual_seed(13)
+    a = torch.randn(5, 5, generator=g)
+    a = a + a.mT
+    ld, piv = torch.linalg.ldl_factor(a)
+    rhs = torch.randn(2, 5, 4, generator=g)  # one factorization, two right-hand sides
+    x = torch.linalg.ldl_solve(ld.to("tpu"), piv.to("tpu"), rhs.to("tpu"))
+    assert_close(x, torch.linalg.ldl_solve(ld, piv, rhs), rtol=1e-4, atol=1e-4)
+    assert_close(a.to("tpu") @ x, rhs, rtol=1e-4, atol=1e-4)
+    with pytest.raises(RuntimeError, match="Expected pivots to be integers"):
+        torch.linalg.ldl_solve(ld.to("tpu"), piv.long().to("tpu"), rhs.to("tpu"))
+    with pytest.raises(RuntimeError, match="Incompatible matrix sizes"):
+        torch.linalg.ldl_solve(ld.to("tpu"), piv.to("tpu"), rhs[:, :4].to("tpu"))

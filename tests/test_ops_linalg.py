@@ -221,22 +221,35 @@ def test_qr_matches_lapack(shape, mode):
     check(torch.geqrf, a)
 
 
-def test_householder_product_and_ormqr():
-    a = rand(6, 4)
+def rand_of(dtype, *shape):
+    """Real, or complex with independent real and imaginary parts."""
+    if dtype.is_complex:
+        return torch.complex(rand(*shape), rand(*shape, seed=1))
+    return rand(*shape, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+def test_householder_product_and_ormqr(dtype):
+    a = rand_of(dtype, 6, 4)
     packed, tau = torch.geqrf(a)
     check(torch.linalg.householder_product, packed, tau)
     for left in (True, False):
-        for transpose in (False, True):
-            c = rand(6, 3) if left else rand(3, 6)
+        for transpose in (False, True):  # complex: Q's conjugate transpose
+            c = rand_of(dtype, 6, 3) if left else rand_of(dtype, 3, 6)
             check(lambda p, t, x: torch.ormqr(p, t, x, left=left, transpose=transpose), packed, tau, c)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
 @pytest.mark.parametrize("driver", [None, "gels", "gelsd", "gelss"])
-def test_lstsq(driver):
-    a, b = rand(2, 6, 3), rand(2, 6, 2)
+def test_lstsq(driver, dtype):
+    a, b = rand_of(dtype, 2, 6, 3), rand_of(dtype, 2, 6, 2)
     got, want = run_both(lambda x, y: torch.linalg.lstsq(x, y, driver=driver), a, b)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want):  # residuals and singular values are real for complex A
         assert_close(g, w, rtol=1e-4, atol=1e-4)
+    if dtype.is_complex and driver != "gels":  # rank-deficient: the minimum-norm solution (gels assumes full rank)
+        low = rand_of(dtype, 5, 2) @ rand_of(dtype, 2, 4)
+        got, want = run_both(lambda x, y: torch.linalg.lstsq(x, y, driver=driver or "gelsy"), low, rand_of(dtype, 5, 2))
+        assert_close(got.solution, want.solution, rtol=1e-3, atol=1e-3)
 
 
 def _ldl_cases():

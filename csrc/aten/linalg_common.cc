@@ -2,13 +2,6 @@
 
 namespace tpu::aten {
 
-void check_float_matrix(const at::Tensor& t, const char* api, const char* arg) {
-  TORCH_CHECK(t.dim() >= 2, api, ": The input tensor ", arg, " must have at least 2 dimensions.");
-  TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, api,
-              ": Expected a float32 or float64 tensor for ", arg, " on tpu, but got ", t.scalar_type(),
-              ". Fix: convert with .float() (complex and half-precision linear algebra are not supported).");
-}
-
 void check_float_or_complex_matrix(const at::Tensor& t, const char* api, const char* arg) {
   TORCH_CHECK(t.dim() >= 2, api, ": The input tensor ", arg, " must have at least 2 dimensions.");
   const at::ScalarType s = t.scalar_type();

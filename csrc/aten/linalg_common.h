@@ -10,9 +10,8 @@ namespace tpu::aten {
 
 using Dims = std::vector<int64_t>;
 
-// Raises unless `t` is a float32/float64 tensor with at least 2 dims (names `api` and `arg`).
-void check_float_matrix(const at::Tensor& t, const char* api, const char* arg = "A");
-// The same for the LU-based ops, which also take complex64/complex128.
+// Raises unless `t` is a float32/float64/complex64/complex128 tensor with at least 2 dims (names
+// `api` and `arg`).
 void check_float_or_complex_matrix(const at::Tensor& t, const char* api, const char* arg = "A");
 void check_square(const at::Tensor& t, const char* api, const char* arg = "A");
 Dims batch_dims(const at::Tensor& t);

@@ -113,7 +113,7 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> k_svd_out(const at::Tensor& a,
 std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> k_lstsq_out(
     const at::Tensor& a, const at::Tensor& b, std::optional<double> rcond, std::optional<c10::string_view> driver,
     at::Tensor& solution, at::Tensor& residuals, at::Tensor& rank, at::Tensor& singular_values) {
-  check_float_matrix(a, "torch.linalg.lstsq");
+  check_float_or_complex_matrix(a, "torch.linalg.lstsq");
   const std::string drv = driver.has_value() ? std::string(*driver) : "gelsy";
   TORCH_CHECK(drv == "gels" || drv == "gelsy" || drv == "gelsd" || drv == "gelss",
               "parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
@@ -121,24 +121,25 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> k_lstsq_out(
   const at::Tensor rhs = (vec ? b.unsqueeze(-1) : b).to(a.scalar_type());
   TORCH_CHECK(rhs.size(-2) == a.size(-2), "torch.linalg.lstsq: input.size(-2) should match other.size(-2)");
   const int64_t m = a.size(-2), n = a.size(-1);
-  at::Tensor u = at::empty({0}, a.options()), sv = at::empty({0}, a.options()), vh = at::empty({0}, a.options());
+  const at::TensorOptions real = a.options().dtype(c10::toRealValueType(a.scalar_type()));
+  at::Tensor u = at::empty({0}, a.options()), sv = at::empty({0}, real), vh = at::empty({0}, a.options());
   k_svd_out(a, false, true, std::nullopt, u, sv, vh);
-  const double eps = a.scalar_type() == at::kDouble ? 2.220446049250313e-16 : 1.1920928955078125e-07;
+  const double eps = real.dtype() == at::kDouble ? 2.220446049250313e-16 : 1.1920928955078125e-07;
   const double rc = rcond.has_value() && *rcond > 0 ? *rcond : eps * std::max(m, n);
   at::Tensor cutoff = (sv.numel() > 0 ? std::get<0>(sv.max(-1, true)) : at::zeros({}, sv.options())) * rc;
   at::Tensor keep = sv > cutoff;
-  at::Tensor inv = at::where(keep, 1.0 / sv, at::zeros({}, sv.options()));
-  at::Tensor x = vh.mT().matmul(inv.unsqueeze(-1) * u.mT().matmul(rhs));
+  at::Tensor inv = at::where(keep, 1.0 / sv, at::zeros({}, sv.options())).to(a.scalar_type());
+  at::Tensor x = vh.mH().matmul(inv.unsqueeze(-1) * u.mH().matmul(rhs));
   write_out(vec ? x.squeeze(-1) : x, solution);
   at::Tensor r = keep.sum(-1);
   const bool has_rank = drv != "gels";
   write_out(has_rank ? r : at::empty({0}, a.options().dtype(at::kLong)), rank);
-  write_out((drv == "gelsd" || drv == "gelss") ? sv : at::empty({0}, a.options()), singular_values);
+  write_out((drv == "gelsd" || drv == "gelss") ? sv : at::empty({0}, real), singular_values);
   bool want_residuals = m > n && drv != "gelsy";
   if (want_residuals && drv != "gels") want_residuals = r.numel() == 0 || r.min().item<int64_t>() == n;  // host read
-  at::Tensor res = at::empty({0}, a.options());
+  at::Tensor res = at::empty({0}, real);
   if (want_residuals) {
-    res = (a.matmul(x) - rhs).pow(2).sum(-2);
+    res = (a.matmul(x) - rhs).abs().pow(2).sum(-2);
     if (vec) res = res.squeeze(-1);
   }
   write_out(res, residuals);
@@ -186,7 +187,7 @@ at::Tensor& k_householder_product_out(const at::Tensor& v, const at::Tensor& tau
 
 // ormqr: C multiplied by Q (or Q^T) of a geqrf result, from the left or the right.
 at::Tensor k_ormqr(const at::Tensor& packed, const at::Tensor& tau, const at::Tensor& c, bool left, bool transpose) {
-  check_float_matrix(packed, "torch.ormqr", "input");
+  check_float_or_complex_matrix(packed, "torch.ormqr", "input");
   const int64_t m = packed.size(-2), k = packed.size(-1);
   TORCH_CHECK(c.size(left ? -2 : -1) == m, "torch.ormqr: other.shape[", left ? -2 : -1, "] must be equal to input.shape[-2]");
   Dims shape = packed.sizes().vec();
@@ -194,7 +195,7 @@ at::Tensor k_ormqr(const at::Tensor& packed, const at::Tensor& tau, const at::Te
   at::Tensor wide = at::zeros(shape, packed.options());
   wide.narrow(-1, 0, std::min(k, m)).copy_(packed.narrow(-1, 0, std::min(k, m)));
   at::Tensor q = householder_product(wide, tau);
-  if (transpose) q = q.mT();
+  if (transpose) q = q.mH();  // the conjugate transpose for complex (LAPACK's unmqr 'C')
   return left ? q.matmul(c) : c.matmul(q);
 }
 at::Tensor& k_ormqr_out(const at::Tensor& packed, const at::Tensor& tau, const at::Tensor& c, bool left, bool transpose,

@@ -38,7 +38,7 @@ def test_cholesky_not_positive_definite_raises_like_cpu():
         torch.cholesky(-torch.eye(3, device="tpu"))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.complex128])
 @pytest.mark.parametrize("shape,scale", [((4, 4), 0.3), ((3, 5, 5), 1.0), ((2, 3, 3), 6.0)])
 def test_matrix_exp_matches_cpu_without_fallback(dtype, shape, scale):
     # scale 0.3: no squaring; 6.0: several squarings, a different count per matrix of the batch.
@@ -48,7 +48,8 @@ def test_matrix_exp_matches_cpu_without_fallback(dtype, shape, scale):
     torch_tpu.reset_fallback_counts()
     got = torch.linalg.matrix_exp(a.to("tpu")).cpu()
     assert torch_tpu.fallback_counts() == {}
-    torch.testing.assert_close(got, torch.linalg.matrix_exp(a), rtol=1e-4 if dtype == torch.float32 else 1e-9, atol=1e-5)
+    single = dtype in (torch.float32, torch.complex64)
+    torch.testing.assert_close(got, torch.linalg.matrix_exp(a), rtol=1e-4 if single else 1e-9, atol=1e-5)
 
 
 def test_matrix_exp_backward_and_half_precision_match_cpu():
@@ -63,6 +64,15 @@ def test_matrix_exp_backward_and_half_precision_match_cpu():
     got = torch.linalg.matrix_exp(b.to("tpu")).cpu()
     assert got.dtype == torch.bfloat16 and torch_tpu.fallback_counts() == {}
     torch.testing.assert_close(got.float(), torch.linalg.matrix_exp(b.float()), rtol=2e-2, atol=2e-2)
+
+
+def test_complex_matrix_exp_backward_matches_cpu(no_fallback):
+    torch.manual_seed(4)
+    a = torch.randn(2, 4, 4, dtype=torch.complex128)
+    x_cpu, x_tpu = a.clone().requires_grad_(), a.to("tpu").requires_grad_()
+    torch.linalg.matrix_exp(x_cpu).abs().sum().backward()
+    torch.linalg.matrix_exp(x_tpu).abs().sum().backward()
+    torch.testing.assert_close(x_tpu.grad.cpu(), x_cpu.grad)
 
 
 def test_matrix_exp_rejects_non_square():

@@ -34,7 +34,7 @@ bool lowering_supports_complex(const std::string& op, const lowering::Attrs& att
       "mm", "bmm", "mv", "dot", "addmm", "addmv", "cross",
       // LU and triangular solves (LAPACK's pivoting and adjoints for complex)
       "lu_factor", "apply_pivots", "lu_split", "lu_det", "triangular_solve", "eigh", "cholesky", "geqrf", "householder_product",
-      "ldl_factor", "ldl_solve",
+      "ldl_factor", "ldl_solve", "matrix_exp",
       // data movement
       "cat", "pad_constant", "pad_index", "pad_index_backward", "roll", "flip", "triangle", "eye", "im2col",
       "index", "index_put", "index_select", "index_fill", "gather", "take", "put", "nonzero", "masked_select",

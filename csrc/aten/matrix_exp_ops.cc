@@ -1,6 +1,6 @@
-// linalg_matrix_exp: float32/float64 run the scaling-and-squaring lowering
-// (lowering/matrix_exp.cc); float16/bfloat16 compute in float32; complex inputs, which the
-// lowering does not handle, take the counted CPU fallback.
+// linalg_matrix_exp: float32/float64 and complex64/complex128 run the scaling-and-squaring
+// lowering (lowering/matrix_exp.cc); float16/bfloat16 compute in float32; other dtypes take
+// the counted CPU fallback (which raises the CPU's error).
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
@@ -27,7 +27,7 @@ at::Tensor tpu_matrix_exp(const at::Tensor& a) {
 void k_matrix_exp_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const at::Tensor a = torch::jit::peek(*stack, 0, 1).toTensor();
   const auto t = a.scalar_type();
-  if (t != at::kFloat && t != at::kDouble && t != at::kHalf && t != at::kBFloat16) {
+  if (!at::isFloatingType(t) && t != at::kComplexFloat && t != at::kComplexDouble) {
     run_cpu_fallback(op, stack);
     return;
   }

@@ -1,4 +1,4 @@
-// matrix_exp on batched [B, n, n] float operands by scaling and squaring, as PyTorch's CPU and
+// matrix_exp on batched [B, n, n] float or complex operands by scaling and squaring, as PyTorch's CPU and
 // CUDA kernels do for batches: each matrix is scaled by 2^-s so that its 1-norm is at most
 // theta, exp of the scaled matrix comes from the degree-18 Taylor approximant of Bader, Blanes
 // and Casas ("Computing the matrix exponential with an optimized Taylor polynomial
@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "lowering/hlo_names.h"
+#include "lowering/pointwise.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
@@ -60,19 +61,20 @@ Args lower_matrix_exp(Context& ctx, const Args& in) {
   const Value a = in[0];
   const Dims d = b.dims(a);
   const ElementType t = b.dtype(a);
+  const ElementType rt = is_complex(t) ? complex_part(t) : t;  // the norm's and the scale's type
   const int64_t batch = d[0];
-  const TensorType per_matrix{t, {batch}};
-  // PyTorch's degree-18 bounds (float32 and float64).
-  const double theta = t == ElementType::kF64 ? 1.090863719290036 : 3.010066362817634;
+  const TensorType per_matrix{rt, {batch}};
+  // PyTorch's degree-18 bounds (single and double precision, real or complex).
+  const double theta = rt == ElementType::kF64 ? 1.090863719290036 : 3.010066362817634;
 
   // s = max(0, ceil(log2(||A||_1 / theta))) per matrix; NaN norms give s = 0 (the result is NaN).
-  Value col_sums = b.reduce(b.unary("stablehlo.abs", a), b.constant(t, 0), {1}, ReduceKind::kSum);  // [B, n]
-  Value norm = b.reduce(col_sums, b.constant(t, 0), {1}, ReduceKind::kMax);                          // [B]
+  Value col_sums = b.reduce(magnitude(b, a), b.constant(rt, 0), {1}, ReduceKind::kSum);  // [B, n]
+  Value norm = b.reduce(col_sums, b.constant(rt, 0), {1}, ReduceKind::kMax);             // [B]
   Value s = b.div(b.unary("stablehlo.log", b.div(norm, b.full(per_matrix, theta))), b.full(per_matrix, std::log(2.0)));
   s = b.unary("stablehlo.ceil", s);
-  s = b.clamp(b.constant(t, 0), s, b.constant(t, kMaxScalePower));
+  s = b.clamp(b.constant(rt, 0), s, b.constant(rt, kMaxScalePower));
   s = b.select(b.compare(s, s, Compare::kEQ), s, b.full(per_matrix, 0));
-  Value scale = b.binary("stablehlo.power", b.full(per_matrix, 2.0), b.neg(s));
+  Value scale = b.convert(b.binary("stablehlo.power", b.full(per_matrix, 2.0), b.neg(s)), t);
   Value p = taylor18(b, b.mul(a, b.broadcast_in_dim(scale, d, {0})));
 
   // s squarings, matrix by matrix (the loop carries everything it reads).

@@ -175,14 +175,37 @@ Args lower_max_unpool(Context& ctx, const Args& in) {
   return {b.reshape(out, shape)};
 }
 
+// Complex logcumsumexp in ATen's order: the running value absorbs one element at a time, so the
+// imaginary part carries the same multiple of 2 pi as on the CPU (a tree of combines may pick
+// another branch of the logarithm). A while loop over the scanned dim, moved to the front.
+Value complex_logcumsumexp(Builder& b, Value x, int64_t dim) {
+  const Dims xd = b.dims(x);
+  Dims perm{dim};
+  for (int64_t d = 0; d < static_cast<int64_t>(xd.size()); ++d) if (d != dim) perm.push_back(d);
+  Dims inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int64_t>(i);
+  Value front = b.transpose(x, perm);
+  const Dims front_dims = b.dims(front);
+  const Dims row_dims(front_dims.begin() + 1, front_dims.end());
+  const ElementType i64 = ElementType::kI64;
+  auto out = b.while_loop(
+      {b.constant_int(i64, 0), b.full(TensorType{b.dtype(x), row_dims}, -INFINITY), front},
+      [&](const Args& s) { return Args{b.compare(s[0], b.constant_int(i64, xd[dim]), Compare::kLT)}; },
+      [&](const Args& s) {
+        Value running = log_add_exp(b, index_dim0(b, s[2], s[0]), s[1]);
+        return Args{b.add(s[0], b.constant_int(i64, 1)), running, update_dim0(b, s[2], running, s[0])};
+      });
+  return b.transpose(out[2], inverse);
+}
+
 // logcumsumexp along attrs dim
 Args lower_logcumsumexp(Context& ctx, const Args& in) {
   auto& b = ctx.b;
   Value x = in[0];
   if (b.type(x).rank() == 0) return {x};
-  return {inclusive_scan(b, x, ctx.attrs.get_int("dim"), b.constant(b.dtype(x), -INFINITY),
-                         // ATen adds each element to the running value as (element, running): for complex values
-                         // with equal real parts, that order picks which imaginary part survives.
+  const int64_t dim = ctx.attrs.get_int("dim");
+  if (is_complex(b.dtype(x))) return {complex_logcumsumexp(b, x, dim)};
+  return {inclusive_scan(b, x, dim, b.constant(b.dtype(x), -INFINITY),
                          [&](Value earlier, Value later) { return log_add_exp(b, later, earlier); })};
 }
 

@@ -28,13 +28,13 @@ lib.impl("scale_", lambda x, f: x.mul_(f), "CPU")
 exec(CPU_ONLY_OP_DEFINITION)
 
 
-UNLOWERED_OP = "aten::linalg_ldl_factor_ex.out"
+UNLOWERED_OP = "aten::linalg_eig"
 
 
 def unlowered(x):
-    # An aten op without a tpu lowering today (the LDL factorization, Bunch-Kaufman pivoting);
-    # if it gets one, switch these tests to another unlowered aten op.
-    return torch.linalg.ldl_factor(x)[0]
+    # An aten op without a tpu lowering today (the non-symmetric eigendecomposition); if it
+    # gets one, switch these tests to another unlowered aten op.
+    return torch.linalg.eig(x)[0].real
 
 
 def spd(n=4):
@@ -78,7 +78,7 @@ def test_error_mode_api():
     torch_tpu.set_fallback_mode("error")
     try:
         assert torch_tpu.get_fallback_mode() == "error"
-        with pytest.raises(NotImplementedError, match="linalg_ldl_factor_ex"):
+        with pytest.raises(NotImplementedError, match="linalg_eig"):
             unlowered(spd().to("tpu"))
     finally:
         torch_tpu.set_fallback_mode("warn")
@@ -87,7 +87,7 @@ def test_error_mode_api():
 def test_error_mode_environment():
     code = (
         "import torch, torch_tpu\nx = (torch.eye(4) * 2).to('tpu')\ntry:\n"
-        "    torch.linalg.ldl_factor(x)\n"
+        "    torch.linalg.eig(x)\n"
         "except NotImplementedError as e:\n    print('refused', 'TORCH_TPU_FALLBACK' in str(e))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
                        env=dict(os.environ, TORCH_TPU_FALLBACK="error"))

@@ -41,6 +41,10 @@ std::tuple<at::Tensor&, at::Tensor&> k_eigh_out(const at::Tensor& a, c10::string
 }
 
 at::Tensor complete_basis(const at::Tensor& q);
+std::pair<at::Tensor, at::Tensor> geqrf(const at::Tensor& a, const char* api);
+at::Tensor householder_product(const at::Tensor& v, const at::Tensor& tau);
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> svd_through_qr(const at::Tensor& a, bool full_matrices, bool compute_uv,
+                                                                 at::Tensor& u, at::Tensor& s, at::Tensor& vh);
 
 // Eigen-decomposition of symmetric [B, n, n] matrices (ascending values, vectors as columns).
 std::pair<at::Tensor, at::Tensor> eigh3(const at::Tensor& a3, bool lower, const char* api) {
@@ -54,7 +58,8 @@ std::pair<at::Tensor, at::Tensor> eigh3(const at::Tensor& a3, bool lower, const 
 // SVD through the symmetric Jordan-Wielandt matrix [[0, A], [A^T, 0]], whose eigenvalues are
 // +-sigma_i (and zeros) with eigenvectors (u_i, +-v_i) / sqrt(2): singular values to working
 // precision without squaring A's condition number. The singular vectors of zero singular
-// values are completed by QR (orthonormal complements).
+// values are completed by QR (orthonormal complements). Non-square A goes through its QR
+// first (svd_through_qr).
 std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> k_svd_out(const at::Tensor& a, bool full_matrices, bool compute_uv,
                                                             std::optional<c10::string_view> driver, at::Tensor& u,
                                                             at::Tensor& s, at::Tensor& vh) {
@@ -78,6 +83,7 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> k_svd_out(const at::Tensor& a,
     }
     return {u, s, vh};
   }
+  if (m != n) return svd_through_qr(a, full_matrices, compute_uv, u, s, vh);
   at::Tensor a3 = as3d(a, batch);
   at::Tensor j = at::zeros({bn, m + n, m + n}, a.options());
   j.narrow(1, 0, m).narrow(2, m, n).copy_(a3);
@@ -105,6 +111,35 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> k_svd_out(const at::Tensor& a,
   }
   write_out(unflatten(uu, batch), u);
   write_out(unflatten(vv.mH(), batch), vh);
+  return {u, s, vh};
+}
+
+// A tall or wide A: QR first, as LAPACK's gesdd does when one side is much longer, so the
+// Jordan-Wielandt eigh works on 2k x 2k instead of (m + n) x (m + n): A = Q R, R = U_r S V^H,
+// U = Q U_r. A wide A is the adjoint of a tall one.
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> svd_through_qr(const at::Tensor& a, bool full_matrices, bool compute_uv,
+                                                                 at::Tensor& u, at::Tensor& s, at::Tensor& vh) {
+  const int64_t m = a.size(-2), n = a.size(-1);
+  if (m < n) {
+    at::Tensor ut = at::empty({0}, a.options()), vht = at::empty({0}, a.options());
+    k_svd_out(a.mH(), full_matrices, compute_uv, std::nullopt, ut, s, vht);
+    if (compute_uv) {
+      write_out(vht.mH(), u);
+      write_out(ut.mH(), vh);
+    }
+    return {u, s, vh};
+  }
+  auto [packed, tau] = geqrf(a, "linalg.svd");
+  at::Tensor ur = at::empty({0}, a.options()), vr = at::empty({0}, a.options());
+  k_svd_out(packed.narrow(-2, 0, n).triu(), false, compute_uv, std::nullopt, ur, s, vr);
+  if (!compute_uv) return {u, s, vh};
+  at::Tensor uu = householder_product(packed, tau).matmul(ur);  // A's reduced Q times R's U
+  if (full_matrices) {
+    const Dims batch = batch_dims(a);
+    uu = unflatten(complete_basis(as3d(uu, batch)), batch);
+  }
+  write_out(uu, u);
+  write_out(vr, vh);
   return {u, s, vh};
 }
 

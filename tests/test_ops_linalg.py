@@ -296,5 +296,8 @@ def test_ldl_solve_broadcasts_batches_and_checks_its_arguments(no_fallback):
     assert_close(a.to("tpu") @ x, rhs, rtol=1e-4, atol=1e-4)
     with pytest.raises(RuntimeError, match="Expected pivots to be integers"):
         torch.linalg.ldl_solve(ld.to("tpu"), piv.long().to("tpu"), rhs.to("tpu"))
-    with pytest.raises(RuntimeError, match="Incompatible matrix sizes"):
-        torch.linalg.ldl_solve(ld.to("tpu"), piv.to("tpu"), rhs[:, :4].to("tpu"))
+    for out in (None, torch.empty(0, device="tpu")):  # the out= form reaches our kernel's own checks
+        with pytest.raises(RuntimeError, match="Incompatible matrix sizes"):
+            torch.linalg.ldl_solve(ld.to("tpu"), piv.to("tpu"), rhs[:, :4].to("tpu"), out=out)
+        with pytest.raises(RuntimeError, match="to have the same dtype"):
+            torch.linalg.ldl_solve(ld.to("tpu"), piv.to("tpu"), rhs.double().to("tpu"), out=out)

@@ -45,13 +45,13 @@ at::Tensor& k_ldl_solve_out(const at::Tensor& ld, const at::Tensor& pivots, cons
   check_square(ld, api, "LD");
   TORCH_CHECK(b.dim() >= 2, api, ": Expected B to have at least 2 dimensions, but it has ", b.dim(), " dimensions instead");
   TORCH_CHECK(pivots.scalar_type() == at::kInt, api, ": Expected pivots to be integers. Got ", pivots.scalar_type());
-  TORCH_CHECK(ld.scalar_type() == b.scalar_type(), api, ": ", "LD dtype ", ld.scalar_type(), " does not match b dtype ",
-              b.scalar_type());
+  TORCH_CHECK(ld.scalar_type() == b.scalar_type(), "Expected b and A to have the same dtype, but found b of type ",
+              b.scalar_type(), " and A of type ", ld.scalar_type(), " instead.");
   TORCH_CHECK(pivots.sizes() == ld.sizes().slice(0, ld.dim() - 1), api,
               ": Expected LD.shape[:-1] and pivots.shape to be the same, but got pivots with shape ", pivots.sizes(),
               " instead");
-  TORCH_CHECK(b.size(-2) == ld.size(-1), api, ": Incompatible shapes of LD and B for the equation AX = B (",
-              ld.size(-2), "x", ld.size(-1), " and ", b.size(-2), "x", b.size(-1), ")");
+  TORCH_CHECK(b.size(-2) == ld.size(-1), "Incompatible matrix sizes for ", api, ": each A matrix is ", ld.size(-2),
+              " by ", ld.size(-1), " but each b matrix is ", b.size(-2), " by ", b.size(-1));
   const Dims batch = at::infer_size(batch_dims(ld), batch_dims(b));
   Dims out_shape = batch;
   out_shape.insert(out_shape.end(), {b.size(-2), b.size(-1)});

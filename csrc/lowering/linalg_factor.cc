@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "lowering/hlo_names.h"
+#include "lowering/pivot_search.h"
 #include "lowering/pointwise.h"
 #include "lowering/registry.h"
 
@@ -117,13 +118,6 @@ Args lower_triangular_solve(Context& ctx, const Args& in) {
   return {b.emit("stablehlo.triangular_solve", {in[0], in[1]}, b.type(in[1]), attrs)};
 }
 
-// How LAPACK's getrf ranks pivot candidates: |x|, or |re| + |im| for complex x (its cabs1), so
-// the factors match the CPU's row for row.
-Value pivot_size(Builder& b, Value x) {
-  if (!is_complex(b.dtype(x))) return b.unary("stablehlo.abs", x);
-  return b.add(b.unary("stablehlo.abs", real_part(b, x)), b.unary("stablehlo.abs", imag_part(b, x)));
-}
-
 // lu_factor: inputs [A [B, m, n]] -> (LU packed [B, m, n], pivots [B, min(m, n)] i32 1-based,
 // info [B] i32: 0, or the 1-based index of the first exactly-zero pivot).
 Args lower_lu_factor(Context& ctx, const Args& in) {
@@ -149,15 +143,7 @@ Args lower_lu_factor(Context& ctx, const Args& in) {
         Value below = b.compare(b.iota(ct, 1), b.broadcast_in_dim(k, {batch, m}, {}), Compare::kGE);
         Value size = pivot_size(b, col);
         Value mag = b.select(below, size, b.full(b.type(size), -1));
-        auto best = b.reduce_multi({mag, b.iota(ct, 1)}, {b.constant(b.dtype(size), -INFINITY), b.constant_int(kI64, m)}, {1},
-                                   [&](const Args& v) {
-                                     Value more = b.compare(v[2], v[0], Compare::kGT);
-                                     Value tie = b.binary("stablehlo.and", b.compare(v[2], v[0], Compare::kEQ),
-                                                          b.compare(v[3], v[1], Compare::kLT));
-                                     Value take = b.binary("stablehlo.or", more, tie);
-                                     return Args{b.select(take, v[2], v[0]), b.select(take, v[3], v[1])};
-                                   });
-        Value p = best[1];  // [B]
+        Value p = first_largest(b, mag).second;  // [B]
         a = swap_rows(b, a, k, p);
         Value pivot = diagonal_at(b, a, k);  // [B]
         Value row_k = row_of(b, a, b.broadcast_in_dim(k, {batch}, {}));  // [B, n]

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "lowering/hlo_names.h"
+#include "lowering/pivot_search.h"
 #include "lowering/pointwise.h"
 #include "lowering/registry.h"
 
@@ -43,32 +44,11 @@ struct Batched {
   }
 };
 
-// LAPACK's pivot magnitude: |x|, or |re| + |im| for complex x (its cabs1).
-Value cabs1(Builder& b, Value x) {
-  if (!is_complex(b.dtype(x))) return b.unary("stablehlo.abs", x);
-  return b.add(b.unary("stablehlo.abs", real_part(b, x)), b.unary("stablehlo.abs", imag_part(b, x)));
-}
-
-// (largest value, first index holding it) of mag [B, n] along dim 1.
-std::pair<Value, Value> arg_max(Builder& b, Value mag) {
-  const Dims d = b.dims(mag);
-  auto best = b.reduce_multi({mag, b.iota(TensorType{kI64, d}, 1)},
-                             {b.constant(b.dtype(mag), -INFINITY), b.constant_int(kI64, d[1])}, {1}, [&](const Args& v) {
-                               Value more = b.compare(v[2], v[0], Compare::kGT);
-                               Value tie = logical_and(b, b.compare(v[2], v[0], Compare::kEQ), b.compare(v[3], v[1], Compare::kLT));
-                               Value take = logical_or(b, more, tie);
-                               return Args{b.select(take, v[2], v[0]), b.select(take, v[3], v[1])};
-                             });
-  return {best[0], best[1]};
-}
-
 // x_i * y_j over [B, n, m] from x [B, n] and y [B, m].
 Value outer(Builder& b, Value x, Value y) {
   const Dims d{b.dims(x)[0], b.dims(x)[1], b.dims(y)[1]};
   return b.mul(b.broadcast_in_dim(x, d, {0, 1}), b.broadcast_in_dim(y, d, {0, 2}));
 }
-
-Value as_type(Builder& b, Value real, ElementType t) { return b.convert(real, t); }
 
 // ldl_factor: inputs [A [B, n, n]] (its lower triangle is read); attrs hermitian -> (LD [B, n, n]
 // lower, pivots [B, n] i32 as LAPACK's ipiv, info [B] i32).
@@ -87,10 +67,10 @@ Args lower_ldl_factor(Context& ctx, const Args& in) {
   Value mirrored = b.transpose(strict, {0, 2, 1});
   if (herm) mirrored = conjugate(b, mirrored);
   Value diag = b.select(diag_mask, in[0], m.zeros_like(in[0]));
-  if (herm) diag = as_type(b, real_part(b, diag), t);
+  if (herm) diag = b.convert(real_part(b, diag), t);
   Value s0 = b.add(b.add(strict, mirrored), diag);
   const double alpha = (1.0 + std::sqrt(17.0)) / 8.0;
-  auto diag_size = [&](Value x) { return herm ? b.unary("stablehlo.abs", real_part(b, x)) : cabs1(b, x); };
+  auto diag_size = [&](Value x) { return herm ? b.unary("stablehlo.abs", real_part(b, x)) : pivot_size(b, x); };
   auto conj_if = [&](Value x) { return herm ? conjugate(b, x) : x; };
 
   auto out = b.while_loop(
@@ -105,16 +85,16 @@ Args lower_ldl_factor(Context& ctx, const Args& in) {
         // pivot choice (sytf2's Bunch-Kaufman test)
         Value absakk = diag_size(m.slice_at(diag_v, 1, k));
         Value colk = m.slice_at(s, 2, k);  // [B, n]
-        Value col_mag = cabs1(b, colk);
+        Value col_mag = pivot_size(b, colk);
         Value none = b.full(b.type(col_mag), -1);
-        auto [colmax, imax] = arg_max(b, b.select(b.compare(vpos, kv, Compare::kGT), col_mag, none));
+        auto [colmax, imax] = first_largest(b, b.select(b.compare(vpos, kv, Compare::kGT), col_mag, none));
         colmax = b.max(colmax, b.full(b.type(colmax), 0));
         imax = b.min(imax, m.i64(n - 1));
         Value zero_col = logical_or(b, b.compare(b.max(absakk, colmax), b.full(b.type(colmax), 0), Compare::kEQ),
                                     is_nan(b, absakk));
         Value rowi = m.slice_at(s, 1, imax);
         Value in_row = logical_and(b, b.compare(vpos, kv, Compare::kGE), b.compare(vpos, m.spread(imax, vd), Compare::kNE));
-        Value rowmax = arg_max(b, b.select(in_row, cabs1(b, rowi), none)).first;
+        Value rowmax = first_largest(b, b.select(in_row, pivot_size(b, rowi), none)).first;
         Value absaii = diag_size(m.slice_at(diag_v, 1, imax));
         auto scaled = [&](Value x, double f) { return b.mul(x, b.full(b.type(x), f)); };
         Value c1 = b.compare(absakk, scaled(colmax, alpha), Compare::kGE);
@@ -137,7 +117,7 @@ Args lower_ldl_factor(Context& ctx, const Args& in) {
         auto beyond = [&](Value pos, Value idx) { return b.compare(idx, m.spread(pos, b.dims(idx)), Compare::kGT); };
         auto col_is = [&](Value pos) { return b.compare(cols, m.spread(pos, d), Compare::kEQ); };
         // 1x1 pivot: s -= x x^T / akk below and right of k; column k becomes x / akk.
-        Value r1 = herm ? as_type(b, b.div(b.full(b.type(real_part(b, akk)), 1), real_part(b, akk)), t)
+        Value r1 = herm ? b.convert(b.div(b.full(b.type(real_part(b, akk)), 1), real_part(b, akk)), t)
                         : b.div(b.full(b.type(akk), 1), akk);
         Value x_below = b.select(beyond(k, vpos), x, m.zeros_like(x));
         Value one_update = b.add(s, outer(b, x_below, b.mul(b.neg(m.spread(r1, vd)), conj_if(x_below))));
@@ -151,11 +131,11 @@ Args lower_ldl_factor(Context& ctx, const Args& in) {
           Value dd = magnitude(b, d21);
           Value d11 = b.div(real_part(b, akp1), dd), d22 = b.div(real_part(b, akk), dd);
           Value tt = b.div(b.full(b.type(d11), 1), b.sub(b.mul(d11, d22), b.full(b.type(d11), 1)));
-          Value unit21 = b.div(d21, as_type(b, dd, t));
-          Value scale = as_type(b, b.div(tt, dd), t);
-          wk = b.mul(m.spread(scale, vd), b.sub(b.mul(m.spread(as_type(b, d11, t), vd), x2), b.mul(m.spread(unit21, vd), y2)));
+          Value unit21 = b.div(d21, b.convert(dd, t));
+          Value scale = b.convert(b.div(tt, dd), t);
+          wk = b.mul(m.spread(scale, vd), b.sub(b.mul(m.spread(b.convert(d11, t), vd), x2), b.mul(m.spread(unit21, vd), y2)));
           wkp1 = b.mul(m.spread(scale, vd),
-                       b.sub(b.mul(m.spread(as_type(b, d22, t), vd), y2), b.mul(m.spread(conjugate(b, unit21), vd), x2)));
+                       b.sub(b.mul(m.spread(b.convert(d22, t), vd), y2), b.mul(m.spread(conjugate(b, unit21), vd), x2)));
           two_update = b.sub(s, b.add(outer(b, x2, conjugate(b, wk)), outer(b, y2, conjugate(b, wkp1))));
         } else {
           Value d11 = b.div(akp1, d21), d22 = b.div(akk, d21);
@@ -177,7 +157,7 @@ Args lower_ldl_factor(Context& ctx, const Args& in) {
                      b.broadcast_in_dim(wk, d, {0, 1}), s);
         s = b.select(logical_and(b, m.spread(is_two, d), logical_and(b, beyond(k1, rows), col_is(k1))),
                      b.broadcast_in_dim(wkp1, d, {0, 1}), s);
-        if (herm) s = b.select(diag_mask, as_type(b, real_part(b, s), t), s);
+        if (herm) s = b.select(diag_mask, b.convert(real_part(b, s), t), s);
         // ipiv: kp + 1, or -(kp + 1) on both rows of a 2x2 block
         Value code = b.convert(b.add(kp, m.i64(1)), kI32);
         code = b.select(two, b.neg(code), code);
@@ -234,7 +214,7 @@ Args lower_ldl_solve(Context& ctx, const Args& in) {
         x = update(x, masked(lk, below(k1)), xk, two);
         x = update(x, masked(lk1, below(k1)), xk1, two);
         Value dk = m.slice_at(lk, 1, kc);
-        if (herm) dk = as_type(b, real_part(b, dk), t);
+        if (herm) dk = b.convert(real_part(b, dk), t);
         x = row_set(x, kc, b.div(xk, b.broadcast_in_dim(dk, {batch, xd[2]}, {0})), one);
         // 2x2 block [[a, conj(c)], [c, e]] (symmetric: [[a, c], [c, e]])
         Value c = m.slice_at(lk, 1, k1), e = m.slice_at(lk1, 1, k1);

@@ -28,6 +28,11 @@ hlo::TensorType part_of(hlo::Builder& b, hlo::Value x) {
 }
 }  // namespace
 
+hlo::Value abs_real(hlo::Builder& b, hlo::Value x) {
+  const ElementType t = b.dtype(x);
+  return (t == ElementType::kBool || is_unsigned(t)) ? x : b.unary("stablehlo.abs", x);
+}
+
 hlo::Value magnitude(hlo::Builder& b, hlo::Value x) { return b.emit("stablehlo.abs", {x}, part_of(b, x)); }
 
 hlo::Value real_part(hlo::Builder& b, hlo::Value x) {

@@ -98,9 +98,6 @@ Value signbit_of(Builder& b, Value x) {
   return b.compare(bits, scalar_like(b, bits, 0), Compare::kLT);
 }
 
-// |x| of an integer (unsigned: x).
-Value int_abs(Builder& b, Value x) { return is_unsigned(b.dtype(x)) ? x : b.unary("stablehlo.abs", x); }
-
 // gcd of integers by Euclid's algorithm on every element at once: |a|, |b|, then (b % a, a)
 // while any a is non-zero (ATen's order of operands, so gcd(0, 0) = 0).
 Value gcd(Builder& b, Value x, Value y) {
@@ -108,7 +105,7 @@ Value gcd(Builder& b, Value x, Value y) {
   Dims all;
   for (int64_t d = 0; d < t.rank(); ++d) all.push_back(d);
   auto out = b.while_loop(
-      {int_abs(b, x), int_abs(b, y)},
+      {abs_real(b, x), abs_real(b, y)},
       [&](const Args& s) {
         Value live = b.compare(s[0], scalar_like(b, s[0], 0), Compare::kNE);
         return Args{b.reduce(live, b.constant_int(ElementType::kBool, 0), all, ReduceKind::kOr)};
@@ -127,7 +124,7 @@ Value lcm(Builder& b, Value x, Value y) {
   Value g = gcd(b, x, y);
   Value zero = b.compare(g, scalar_like(b, g, 0), Compare::kEQ);
   Value q = b.div(x, b.select(zero, scalar_like(b, g, 1), g));
-  return b.select(zero, scalar_like(b, g, 0), int_abs(b, b.mul(q, y)));
+  return b.select(zero, scalar_like(b, g, 0), abs_real(b, b.mul(q, y)));
 }
 
 Value compare(Builder& b, const Args& a, Compare c) { return b.compare(a[0], a[1], c); }

@@ -212,10 +212,7 @@ Value elu(Context& ctx, const Args& a) {
 }
 
 const PointwiseEntry kUnary[] = {
-    {"abs", [](Context& c, const Args& a) {
-       const ElementType t = c.b.dtype(a[0]);
-       return (t == ElementType::kBool || is_unsigned(t)) ? a[0] : c.b.unary("stablehlo.abs", a[0]);
-     }},
+    {"abs", [](Context& c, const Args& a) { return abs_real(c.b, a[0]); }},
     {"exp", [](Context& c, const Args& a) { return op1(c.b, "stablehlo.exponential", a[0]); }},
     {"exp2", [](Context& c, const Args& a) { return c.b.binary("stablehlo.power", scalar_like(c.b, a[0], 2), a[0]); }},
     {"expm1", [](Context& c, const Args& a) { return op1(c.b, "stablehlo.exponential_minus_one", a[0]); }},

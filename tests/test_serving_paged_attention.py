@@ -38,12 +38,12 @@ def _case(groups, heads, kv_heads, dk, dv, blocks, block_size, table_width, dtyp
     return q, k, v, table, position, dict(offsets, v_dim=dv)
 
 
-def _both(q, k, v, table, position, **opts):
-    cpu = pa.paged_decode_attention(q, k, v, table, position, **opts)
+def _both(q, k, v, table, position, row=None, **opts):
+    cpu = pa.paged_decode_attention(q, k, v, table, position, row, **opts)
     moved = [t.to(DEV) for t in (q, k, v, table, position)]
     if k is v:
         moved[2] = moved[1]
-    dev = pa.paged_decode_attention(*moved, **opts)
+    dev = pa.paged_decode_attention(*moved, None if row is None else row.to(DEV), **opts)
     assert dev.device.type == "tpu" and dev.dtype == torch.float32 and dev.shape == cpu.shape
     return dev.cpu(), cpu
 
@@ -90,6 +90,24 @@ def test_int32_tables_and_positions():
                                            dtype=torch.float32, seed=9)
     dev, cpu = _both(q, k, v, table.int(), position.int(), scale=0.5, **opts)
     torch.testing.assert_close(dev, cpu, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
+def test_queries_sharing_table_rows_match_each_carrying_its_own(index_dtype):
+    """A ragged step: several queries per request (a prompt's tokens at consecutive positions),
+    each naming its request's table row, equal the same queries with the rows copied out."""
+    q, k, v, table, _, opts = _case(7, 8, 2, 32, 32, blocks=40, block_size=4, table_width=6,
+                                    dtype=torch.float32, seed=17)
+    row = torch.tensor([0, 0, 0, 2, 1, 1, 2], dtype=index_dtype)
+    position = torch.tensor([0, 1, 2, 23, 5, 6, 9], dtype=index_dtype)
+    tables = table[:3]
+    dev, cpu = _both(q, k, v, tables, position, row, scale=0.2, **opts)
+    torch.testing.assert_close(dev, cpu, rtol=1e-5, atol=1e-5)
+    own, _ = _both(q, k, v, tables[row.long()], position, scale=0.2, **opts)
+    torch.testing.assert_close(dev, own, rtol=0, atol=0)
+    bad = row.index_fill(0, torch.tensor([3]), 5)
+    with pytest.raises(RuntimeError, match="query 3 reads table row 5 of 3"):
+        pa.paged_decode_attention(*(t.to(DEV) for t in (q, k, v, tables, position, bad)), scale=0.2, **opts).cpu()
 
 
 @pytest.mark.parametrize("how", ["fused", "compile"])

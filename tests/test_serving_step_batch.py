@@ -12,8 +12,9 @@ import torch
 from torch_tpu import _C
 from torch_tpu.serving import step_inputs
 from torch_tpu.serving.attention import grouped_attention
+from torch_tpu.serving.paged_attention import decode_attention
 from torch_tpu.serving.sampler import SamplerVariant, SamplingSpec
-from torch_tpu.serving.step_batch import BucketKey, Limits, StepRequest, build
+from torch_tpu.serving.step_batch import BucketKey, Limits, StepRequest, build, ragged_key
 from torch_tpu.serving.step_state import StepState
 
 BLOCK, BLOCKS, VOCAB, HIDDEN, HEADS, KV_HEADS, HEAD = 4, 64, 40, 16, 2, 1, 8
@@ -58,7 +59,13 @@ class Toy:
             result = torch.zeros(t + 1, HEADS, HEAD, device=x.device)
             for g in inputs.groups:
                 size, length = g.token_index.shape
-                window = lambda c: c.view(BLOCKS, BLOCK, KV_HEADS, HEAD)[g.block_table].reshape(size, -1, KV_HEADS, HEAD)  # noqa: E731
+                if length == 1:  # as the engines: decodes (and a ragged step's tokens) read the cache in place
+                    paged = lambda c: c.view(BLOCKS, BLOCK, KV_HEADS, HEAD)  # noqa: E731
+                    out = decode_attention(q[g.token_index[:, 0]], paged(k_cache), paged(v_cache), g.block_table,
+                                           g.position[:, 0], g.table_row, scale=HEAD ** -0.5)
+                    result.index_copy_(0, torch.where(g.write_index < 0, t, g.write_index), out)
+                    continue
+                window = lambda c: c.view(BLOCKS, BLOCK, KV_HEADS, HEAD)[g.query_tables()].reshape(size, -1, KV_HEADS, HEAD)  # noqa: E731
                 out = grouped_attention(q[g.token_index.reshape(-1)].reshape(size, length, HEADS, HEAD),
                                         window(k_cache), window(v_cache), g.position, HEAD ** -0.5)
                 result.index_copy_(0, torch.where(g.write_index < 0, t, g.write_index), out.reshape(-1, HEADS, HEAD))
@@ -249,7 +256,7 @@ def test_choice_covers_transient_buckets_and_promotes_recurring_ones():
     assert state._choose(decode(8, 6), 0) == decode(8, 6)
 
 
-def test_full_decode_window_makes_one_decode_bucket_for_every_length():
+def test_ragged_layout_makes_one_decode_bucket_for_every_length():
     from torch_tpu.serving import paged_attention
 
     # The CPU plugin's decode attention reads the cache in place: a small table takes its whole width.
@@ -258,7 +265,7 @@ def test_full_decode_window_makes_one_decode_bucket_for_every_length():
     keys = {}
     for full in (False, True):
         limits = Limits(block_size=4, vocab=40, max_rows=8, max_blocks=64, spare_slot=8, key_floor_tokens=8,
-                        full_decode_window=full)
+                        ragged=full)
         keys[full] = set()
         for length in (3, 20, 100, 250):  # sequences growing through several key windows
             req = StepRequest(req_id="r", tokens=list(range(length)), num_prompt=2, spec=SamplingSpec(),
@@ -266,3 +273,53 @@ def test_full_decode_window_makes_one_decode_bucket_for_every_length():
             keys[full].add(build([req], [1], limits).key)
     assert len(keys[False]) > 1
     assert len(keys[True]) == 1 and next(iter(keys[True])).decode_blocks == 64
+
+
+def test_ragged_steps_match_cpu_and_compile_nothing_after_warm_up(strict_no_fallback):
+    """The ragged layout: prompts arriving beside running decodes, in chunks, all run in the
+    buckets warm-up compiled (decode buckets serve mixed steps of as many tokens and rows)."""
+    limits = Limits(block_size=BLOCK, vocab=VOCAB, max_rows=8, max_blocks=BLOCKS // 8, spare_slot=8,
+                    row_floor=2, token_floor=8, length_floor=4, key_floor_tokens=8, ragged=True)
+    state = StepState("test", limits, "tpu")
+    kv = [torch.zeros(BLOCKS * BLOCK, KV_HEADS, HEAD, device="tpu") for _ in range(2)]
+    toy, new = Toy(), 6
+    warmed = state.warm_up(8, toy.make_step, kv, max_tokens=8 * CHUNK)
+    assert warmed == 2 * len(state._warm_up_shapes(8, 8 * CHUNK))  # greedy and temperature samplers
+    compiles, captures = torch.tpu.compilation_cache_stats()["compiles"], state.programs.stats["captures"]
+    for arrivals in (FIRST, SECOND):
+        got = _serve(toy, state, kv, arrivals, new, lag=True)
+        assert got == [toy.reference(p, new) for _, p in arrivals]
+    assert state.covered > 0 and state.background_compiles == 0
+    assert state.programs.stats["captures"] == captures
+    assert torch.tpu.compilation_cache_stats()["compiles"] == compiles
+
+
+def test_ragged_warm_up_shapes_and_cover_rule():
+    limits = Limits(block_size=16, vocab=40, max_rows=256, max_blocks=128, spare_slot=256, ragged=True)
+    state = StepState("test", limits, "tpu")
+    decodes = [(1, 1), (16, 16), (32, 32), (64, 64), (128, 128), (256, 256)]
+    assert state._warm_up_shapes(256, 2048) == decodes + [(512, 256), (2048, 256)]
+    assert state._warm_up_shapes(256, 4096) == decodes + [(512, 256), (2048, 256), (4096, 256)]
+    assert state._warm_up_shapes(256, 256) == decodes
+    split = StepState("test", Limits(block_size=16, vocab=40, max_rows=256, max_blocks=128, spare_slot=256), "tpu")
+    assert split._warm_up_shapes(256, 2048) == decodes
+    greedy = SamplerVariant.for_batch([SamplingSpec()], 40, [0], bitmask=False, bucket=lambda n: n)
+    big, small = ragged_key(512, 256, limits, greedy), ragged_key(64, 16, limits, greedy)
+    assert big.decode_blocks == 128 and big.has_prefill and not ragged_key(16, 16, limits, greedy).has_prefill
+    assert big.covers(small, prefill_tokens=40) and not small.covers(big, prefill_tokens=300)
+    assert not ragged_key(64, 8, limits, greedy).covers(small, prefill_tokens=40)  # too few rows
+    assert not small.covers(ragged_key(64, 8, limits, greedy), prefill_tokens=65)  # too few tokens
+    split_key = BucketKey(64, 16, 8, 0, 0, 0, greedy, 0)
+    assert not big.covers(split_key, 0) and not split_key.covers(small, 40)
+    assert big.cost(16) == 512 + 256 and "256 ragged rows" in big.describe()
+
+
+def test_ragged_warm_up_keeps_rows_within_their_table(strict_no_fallback):
+    """One row of at most 8 tokens (its table) and 64 tokens a step: warm-up's long buckets
+    shrink to what a row can hold instead of asking the kernel for positions past the table."""
+    limits = Limits(block_size=BLOCK, vocab=VOCAB, max_rows=1, max_blocks=2, spare_slot=1, row_floor=1,
+                    token_floor=8, ragged=True)
+    state = StepState("test", limits, "tpu")
+    kv = [torch.zeros(BLOCKS * BLOCK, KV_HEADS, HEAD, device="tpu") for _ in range(2)]
+    assert state.warm_up(1, Toy().make_step, kv, max_tokens=64) == 2 * 2  # (1, 1) and (8, 1), two samplers
+    assert {k.tokens for k in state.programs.keys()} == {1, 8}

@@ -123,7 +123,9 @@ def test_generate_matches_transformers_and_vllm_cpu(tiny_llama, tmp_path):
     assert greedy["tokens"] == expected
     assert repeat["tokens"] == expected
     # Same batch again: every program is already compiled.
-    assert repeat["compiles"] == 0 and repeat["programs"] == 0
+    # (A bucket the first run served in a larger one while compiling its own in the background
+    # is captured - recorded, not compiled - when the repeat first meets it.)
+    assert repeat["compiles"] == 0 and repeat["programs"] <= greedy["background_compiles"]
     # Sampling under a seed is reproducible and gives valid tokens.
     assert sample_a["tokens"] == sample_b["tokens"]
     assert all(len(t) == MAX_TOKENS and all(0 <= x < 256 for x in t) for t in sample_a["tokens"])

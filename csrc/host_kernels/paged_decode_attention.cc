@@ -20,6 +20,7 @@ struct Shape {
   int64_t groups, heads, kv_heads, per_kv, dk, dv;
   int64_t blocks, block_size, k_width, v_width, k_offset, v_offset;
   int64_t table_width;
+  bool per_query_rows;  // a 6th operand maps each query to its table row (ragged steps)
   float scale, soft_cap;
   int64_t window;
 };
@@ -39,6 +40,11 @@ inline int64_t index_at(const Buffer& b, int64_t i) {
 }
 
 // Rows of the cache as float32: a no-op view for float32, a converted copy otherwise.
+// The table row query g reads: its own (5 operands) or the one the row operand names.
+inline int64_t table_row(const Shape& s, const HostCall& call, int64_t g) {
+  return s.per_query_rows ? index_at(call.arg(5), g) : g;
+}
+
 template <typename T>
 inline const float* as_f32(const T* row, int64_t n, float* tmp) {
   for (int64_t i = 0; i < n; ++i) tmp[i] = load(row[i]);
@@ -68,7 +74,7 @@ inline void axpy(float a, const float* x, float* y, int64_t n) {
 template <typename C>
 __attribute__((target_clones("avx512f", "avx2", "default")))
 void attend(const Shape& s, int64_t g, const float* q_in, const C* k, const C* v, const Buffer& table,
-            int64_t position, float* out, std::vector<float>& scratch) {
+            int64_t table_row, int64_t position, float* out, std::vector<float>& scratch) {
   const int64_t heads = s.heads, pk = s.per_kv, bs = s.block_size;
   scratch.resize(heads * s.dk + heads * bs + heads * 2 + s.dk + s.dv);
   float* q = scratch.data();           // [heads, dk], pre-scaled
@@ -86,7 +92,7 @@ void attend(const Shape& s, int64_t g, const float* q_in, const C* k, const C* v
   std::fill(run_sum, run_sum + heads, 0.0f);
   const int64_t first = s.window > 0 ? std::max<int64_t>(0, position - s.window + 1) : 0;
   for (int64_t start = first - first % bs; start <= position; start += bs) {
-    const int64_t block = index_at(table, g * s.table_width + start / bs);
+    const int64_t block = index_at(table, table_row * s.table_width + start / bs);
     const int64_t lo = std::max(start, first), hi = std::min(start + bs - 1, position);
     const int64_t n = hi - lo + 1;
     const int64_t row0 = (block * bs + (lo - start)) * s.kv_heads;  // the first token's kv head 0
@@ -130,13 +136,13 @@ void attend(const Shape& s, int64_t g, const float* q_in, const C* k, const C* v
 }
 
 template <typename C>
-void run(const Shape& s, const float* q, const Buffer& k, const Buffer& v, const Buffer& table,
-         const Buffer& pos, float* out) {
-  const C* kc = static_cast<const C*>(k.data);
-  const C* vc = static_cast<const C*>(v.data);
+void run(const Shape& s, const float* q, const HostCall& call, float* out) {
+  const C* kc = static_cast<const C*>(call.arg(1).data);
+  const C* vc = static_cast<const C*>(call.arg(2).data);
+  const Buffer &table = call.arg(3), &pos = call.arg(4);
   parallel_for(s.groups, [&](int64_t g) {
     thread_local std::vector<float> scratch;
-    attend<C>(s, g, q, kc, vc, table, index_at(pos, g), out, scratch);
+    attend<C>(s, g, q, kc, vc, table, table_row(s, call, g), index_at(pos, g), out, scratch);
   });
 }
 
@@ -151,14 +157,19 @@ std::string dims(const Buffer& b) {
 
 // The call's shape, or an error message.
 std::string check(const HostCall& call, Shape& s) {
-  if (call.num_args() != 5 || call.num_results() != 1) return "takes 5 operands (q, k, v, table, position) and 1 result";
+  if ((call.num_args() != 5 && call.num_args() != 6) || call.num_results() != 1) {
+    return "takes 5 or 6 operands (q, k, v, table, position[, row]) and 1 result";
+  }
   const Buffer &q = call.arg(0), &k = call.arg(1), &v = call.arg(2), &table = call.arg(3), &pos = call.arg(4);
   const Buffer& out = call.result(0);
-  if (q.rank != 3 || k.rank != 4 || v.rank != 4 || table.rank != 2 || pos.rank != 1 || out.rank != 3) {
-    return "expects q [G, H, Dk], k and v [blocks, block_size, kv_heads, width], table [G, K], position [G] "
-           "and a [G, H, Dv] result; got q " + dims(q) + ", k " + dims(k) + ", v " + dims(v) + ", table " +
-           dims(table) + ", position " + dims(pos) + ", result " + dims(out);
+  s.per_query_rows = call.num_args() == 6;
+  if (q.rank != 3 || k.rank != 4 || v.rank != 4 || table.rank != 2 || pos.rank != 1 || out.rank != 3 ||
+      (s.per_query_rows && call.arg(5).rank != 1)) {
+    return "expects q [G, H, Dk], k and v [blocks, block_size, kv_heads, width], table [G, K] (or [R, K] with "
+           "row [G]), position [G] and a [G, H, Dv] result; got q " + dims(q) + ", k " + dims(k) + ", v " +
+           dims(v) + ", table " + dims(table) + ", position " + dims(pos) + ", result " + dims(out);
   }
+  if (s.per_query_rows && !is_index(call.arg(5).dtype)) return "expects an int32/int64 row operand";
   if (!is_float(q.dtype) || !is_float(k.dtype) || k.dtype != v.dtype || !is_index(table.dtype) ||
       !is_index(pos.dtype) || out.dtype != ffi_abi::kF32) {
     return "expects floating q, k and v (k and v of one dtype), int32/int64 table and position and a float32 result";
@@ -181,14 +192,20 @@ std::string check(const HostCall& call, Shape& s) {
   if (s.kv_heads <= 0 || s.heads % s.kv_heads) return "the query heads do not group over the kv heads";
   s.per_kv = s.heads / s.kv_heads;
   if (v.dims[0] != s.blocks || v.dims[1] != s.block_size || v.dims[2] != s.kv_heads) return "k and v cover different blocks";
-  if (table.dims[0] != s.groups || pos.dims[0] != s.groups || out.dims[0] != s.groups || out.dims[1] != s.heads) {
-    return "q, table, position and the result disagree on the number of requests or heads";
+  if ((!s.per_query_rows && table.dims[0] != s.groups) || (s.per_query_rows && call.arg(5).dims[0] != s.groups) ||
+      pos.dims[0] != s.groups || out.dims[0] != s.groups || out.dims[1] != s.heads) {
+    return "q, table (or row), position and the result disagree on the number of queries or heads";
   }
   if (s.k_offset < 0 || s.k_offset + s.dk > s.k_width || s.v_offset < 0 || s.v_offset + s.dv > s.v_width) {
     return "the key/value slices fall outside the cache rows";
   }
   // Every block a request reads must exist: an id past the cache would read outside it.
   for (int64_t g = 0; g < s.groups; ++g) {
+    const int64_t row = table_row(s, call, g);
+    if (row < 0 || row >= table.dims[0]) {
+      return "query " + std::to_string(g) + " reads table row " + std::to_string(row) + " of " +
+             std::to_string(table.dims[0]);
+    }
     const int64_t p = index_at(pos, g);
     if (p < 0 || p >= s.table_width * s.block_size) {
       return "request " + std::to_string(g) + "'s position " + std::to_string(p) + " is outside its " +
@@ -196,7 +213,7 @@ std::string check(const HostCall& call, Shape& s) {
     }
     const int64_t first = s.window > 0 ? std::max<int64_t>(0, p - s.window + 1) : 0;
     for (int64_t b = first / s.block_size; b <= p / s.block_size; ++b) {
-      const int64_t id = index_at(table, g * s.table_width + b);
+      const int64_t id = index_at(table, row * s.table_width + b);
       if (id < 0 || id >= s.blocks) {
         return "request " + std::to_string(g) + " reads block " + std::to_string(id) + " of a cache with " +
                std::to_string(s.blocks) + " blocks";
@@ -226,9 +243,9 @@ ffi_abi::Error* handle(ffi_abi::CallFrame* frame) {
   }
   float* out = static_cast<float*>(call.result(0).data);
   switch (k.dtype) {
-    case ffi_abi::kF32: run<float>(s, q, k, v, call.arg(3), call.arg(4), out); break;
-    case ffi_abi::kBF16: run<uint16_t>(s, q, k, v, call.arg(3), call.arg(4), out); break;
-    default: run<_Float16>(s, q, k, v, call.arg(3), call.arg(4), out); break;
+    case ffi_abi::kF32: run<float>(s, q, call, out); break;
+    case ffi_abi::kBF16: run<uint16_t>(s, q, call, out); break;
+    default: run<_Float16>(s, q, call, out); break;
   }
   return nullptr;
 }

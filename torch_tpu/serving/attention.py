@@ -22,6 +22,13 @@ class AttentionGroup:
     write_index: torch.Tensor  # [G * L] int64: the output row of each query (-1: none)
     position: torch.Tensor  # [G, L] int64: the query's position in its sequence (0 for padding)
     block_table: torch.Tensor  # [G, key blocks] int64: the requests' KV table rows
+    # [G] int64 or None: with it, block_table is [R, key blocks] and query g reads row
+    # table_row[g] (a ragged step: one query per token, L = 1, its request's row shared)
+    table_row: torch.Tensor | None = None
+
+    def query_tables(self) -> torch.Tensor:
+        """[G, key blocks]: each query's table row (gathered when rows are shared)."""
+        return self.block_table if self.table_row is None else self.block_table[self.table_row]
 
 
 def grouped_attention(q, k, v, q_pos, scale: float, soft_cap: float | None = None,

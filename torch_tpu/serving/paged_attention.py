@@ -7,8 +7,10 @@ runs a kernel that reads the cache blocks where they lie, the step uses it inste
 
 * on the XLA CPU plugin, the host kernel ``torch_tpu_paged_decode_attention`` (C++, registered
   with the plugin as a typed FFI custom call; ``csrc/host_kernels/``). It reads only the tokens
-  each request has (not the padded window), one request per task over every core,
-  with an online softmax in float32;
+  each query's request has (not the padded window), one query per task over every core,
+  with an online softmax in float32. Any query can use it, not only a decode's: a ragged step
+  (``step_batch``) passes every token of the step, each with its request's table row and its
+  position;
 * elsewhere (TPU and GPU plugins) nothing yet: ``available()`` is False and the engines keep the
   portable formulation. A Pallas kernel per plugin is the place to add one.
 
@@ -39,9 +41,10 @@ def available() -> bool:
 
 
 def reads_in_place(max_rows: int, max_blocks: int) -> bool:
-    """Whether an engine's decode steps should use the whole block table as their key window:
-    the kernel reads only each request's own tokens, so a wider table costs only its upload
-    (kept under 256 KB per step), and one decode program then serves every sequence length."""
+    """Whether an engine's steps should use the ragged layout (``step_batch``): every query reads
+    its request's whole table row in place, and the kernel reads only that request's tokens, so
+    the width costs only the table's upload (kept under 256 KB per step); one program then serves
+    every sequence length and every mix of prompts and decodes of its size."""
     return available() and max_rows * bucket(max_blocks) <= 65536
 
 
@@ -76,8 +79,9 @@ class _PagedDecodeSource:
         args = ", ".join(f"%a{i}: {t}" for i, t in enumerate(ins))
         config = (f"k_offset = {k_offset} : i64, scale = {_f32(scale)}, soft_cap = {_f32(soft_cap)}, "
                   f"v_offset = {v_offset} : i64, window = {window} : i64")
+        operands = ", ".join(f"%a{i}" for i in range(len(ins)))
         return (f"func.func public @main({args}) -> {out} {{\n"
-                f'  %r = "stablehlo.custom_call"(%a0, %a1, %a2, %a3, %a4) {{call_target_name = "{TARGET}", '
+                f'  %r = "stablehlo.custom_call"({operands}) {{call_target_name = "{TARGET}", '
                 f"api_version = 4 : i32, backend_config = {{{config}}}}} : ({', '.join(ins)}) -> {out}\n"
                 f"  return %r : {out}\n}}\n")
 
@@ -88,8 +92,12 @@ class _PagedDecodeSource:
 _kernel = KernelOp("tpu::paged_decode_attention", _PagedDecodeSource())
 
 
-def reference(q, k, v, table, position, scale, soft_cap, window, k_offset, v_offset, v_dim):
-    """The portable formulation of the same call: gather the window, attend over it."""
+def reference(q, k, v, table, position, *rest):
+    """The portable formulation of the same call: gather the window, attend over it. ``rest``:
+    [row,] then the spec's options."""
+    if len(rest) == 7:
+        table, rest = table[rest[0].long()], rest[1:]
+    scale, soft_cap, window, k_offset, v_offset, v_dim = rest
     groups, heads, qk_dim = q.shape
     blocks, block_size, kv_heads, _ = k.shape
     width = table.shape[1] * block_size
@@ -100,19 +108,26 @@ def reference(q, k, v, table, position, scale, soft_cap, window, k_offset, v_off
     return out[:, 0]
 
 
-def decode_attention(q, k, v, table, position, **options):
-    """What the engines call for a group of decoding requests: the kernel where the plugin has
-    one, the portable formulation (on the device) elsewhere. Arguments as ``paged_decode_attention``."""
+def _operands(q, k, v, table, position, row):
+    return [q, k, v, table, position] + ([] if row is None else [row])
+
+
+def decode_attention(q, k, v, table, position, row=None, **options):
+    """What the engines call for a group of queries read in place: the kernel where the plugin
+    has one, the portable formulation (on the device) elsewhere. Arguments as
+    ``paged_decode_attention``."""
     spec = _spec_of(q, **options)
+    operands = _operands(q, k, v, table, position, row)
     if available():
-        return _kernel([q, k, v, table, position], spec)[0]
-    return reference(q, k, v, table, position, *_parse(spec))
+        return _kernel(operands, spec)[0]
+    return reference(*operands, *_parse(spec))
 
 
-def paged_decode_attention(q, k, v, table, position, **options):
+def paged_decode_attention(q, k, v, table, position, row=None, **options):
     """q [G, H, Dk]; k, v [blocks, block_size, kv_heads, width] (the cache; the key of a token is
     ``k[..., k_offset:k_offset + Dk]``, its value ``v[..., v_offset:v_offset + v_dim]``; vLLM passes
-    its one K|V buffer twice); table [G, K] the requests' blocks; position [G] each query's
-    position. Options: scale, soft_cap, window, k_offset, v_offset, v_dim (default Dk). Returns
-    [G, H, v_dim] float32: attention over keys 0..position (within ``window``)."""
-    return _kernel([q, k, v, table, position], _spec_of(q, **options))[0]
+    its one K|V buffer twice); table [G, K] the requests' blocks, or [R, K] with ``row`` [G] naming
+    each query's row (a ragged step: a request's several queries share its row); position [G]
+    each query's position. Options: scale, soft_cap, window, k_offset, v_offset, v_dim (default
+    Dk). Returns [G, H, v_dim] float32: attention over keys 0..position (within ``window``)."""
+    return _kernel(_operands(q, k, v, table, position, row), _spec_of(q, **options))[0]

@@ -4,21 +4,28 @@ An engine describes each scheduled request as a ``StepRequest``-shaped object (t
 host knows, where this step starts, the KV table row, the state slot, the sampling spec) and
 how many tokens the step computes for it; ``build`` lays the step out and packs it.
 
-Rows are the step's requests: decodes (one scheduled token) first, padded to a bucket of D rows,
-then prefills (several tokens: prompts, chunks of them, recomputation after a resume) padded to
-P rows. Tokens are laid out the same way: decode row i is token i, prefill tokens follow from D
-on. What the host packs is only what it knows from the scheduler: token ids (-1 where the
-device holds the id: the last sampled token of a running request), per row its first token,
-token count, first position and state slot, its KV blocks, and its sampling parameters. The
-step program derives positions, slot mapping, block-table lookups, query offsets and logits rows
-from these on the device.
+Rows are the step's requests; their tokens are laid out one row after another. What the host
+packs is only what it knows from the scheduler: token ids (-1 where the device holds the id: the
+last sampled token of a running request), per row its first token, token count, first position
+and state slot, its KV blocks, and its sampling parameters. The step program derives positions,
+slot mapping, block-table lookups, query offsets and logits rows from these on the device.
 
-The bucket: tokens T, decode rows D and their key blocks Kd, prefill rows P with query length L
-and key blocks Kp, and the sampler variant. Every size is a power of two with a floor
-(``serving.buckets``), so steady decoding uses one program per (D, Kd). A step may also run in a
-larger bucket that covers its own (``BucketKey.covers``; padding rows and tokens change nothing):
-``build``'s ``choose`` picks it, which is how steps mixing prefills and decodes reuse programs
-(``StepState``).
+Two layouts, by what the plugin's attention can do (``Limits.ragged``):
+
+* **ragged** (the plugin reads the paged cache in place, ``paged_attention.reads_in_place``):
+  every row reads the whole table width, whatever its token count, and the bucket is only tokens
+  T, rows R and the sampler variant. Rows with one token (decodes) and rows with many (prompts,
+  chunks, recomputation after a resume) are alike, so a step mixing arriving prompts with running
+  decodes runs in any bucket with enough tokens and rows: ``StepState.warm_up`` compiles a short
+  ladder of them and a server never compiles after warm-up.
+* **split** (elsewhere: the attention gathers each request's key window): decodes (one token)
+  first, padded to a bucket of D rows with Kd key blocks, then prefills padded to P rows of query
+  length L over Kp key blocks. Decode row i is token i, prefill tokens follow from D on.
+
+Every size is a power of two with a floor (``serving.buckets``), so steady decoding uses one
+program per bucket. A step may also run in a larger bucket that covers its own
+(``BucketKey.covers``; padding rows and tokens change nothing): ``build``'s ``choose`` picks it,
+which is how steps of passing shapes reuse programs (``StepState``).
 """
 
 import functools
@@ -62,22 +69,26 @@ class Limits:
     token_floor: int = 16
     length_floor: int = 16
     key_floor_tokens: int = 64  # smallest key window (tokens)
-    # Decode rows always get the whole table width: their attention reads only each request's
-    # own tokens (``paged_attention.reads_in_place``), so the width costs only its upload, and
-    # decode buckets no longer multiply by key windows.
-    full_decode_window: bool = False
+    # The ragged layout (module docstring): every row reads the whole table in place
+    # (``paged_attention.reads_in_place``), so buckets no longer multiply by key windows.
+    ragged: bool = False
 
     def key_blocks(self, needed: int) -> int:
         floor = -(-self.key_floor_tokens // self.block_size)
         cap = bucket(self.max_blocks)
         return fine_bucket(needed, floor=min(floor, cap), cap=cap)
 
-    def decode_key_blocks(self, needed: int) -> int:
-        return bucket(self.max_blocks) if self.full_decode_window else self.key_blocks(needed)
+    def table_width(self) -> int:
+        return bucket(self.max_blocks)
 
 
 @dataclass(frozen=True)
 class BucketKey:
+    """A step's shapes. Split layout: ``decodes`` rows of one token over ``decode_blocks`` key
+    blocks, then ``prefills`` rows of up to ``prefill_len`` tokens over ``prefill_blocks``. Ragged
+    layout (``ragged``): ``decodes`` counts every row, whatever its tokens, ``decode_blocks`` is
+    the table width, and there are no prefill rows."""
+
     tokens: int
     decodes: int
     decode_blocks: int
@@ -86,6 +97,7 @@ class BucketKey:
     prefill_blocks: int
     variant: SamplerVariant
     penalty_tokens: int
+    ragged: bool = False
 
     @property
     def rows(self) -> int:
@@ -93,38 +105,59 @@ class BucketKey:
 
     def overflow(self, other: "BucketKey") -> int:
         """How many of ``other``'s decode rows run as 1-token prefill rows in this bucket."""
-        return max(0, other.decodes - self.decodes)
+        return 0 if self.ragged else max(0, other.decodes - self.decodes)
 
     def covers(self, other: "BucketKey", prefill_tokens: int) -> bool:
-        """Whether a step of bucket ``other`` with ``prefill_tokens`` prefill tokens fits this
-        bucket: the same sampler, every size at least as large, room for the prefill tokens after
-        this bucket's decode rows. Decodes beyond this bucket's decode rows run as 1-token prefill
-        rows (a prefill row computes any number of tokens), so a bucket with spare prefill rows
-        also covers steps mixing arriving prompts with more running decodes than it has decode
-        rows: the shapes of a burst."""
+        """Whether a step of bucket ``other`` with ``prefill_tokens`` prefill tokens (ragged: all
+        its tokens) fits this bucket: the same layout and sampler, every size at least as large.
+        Ragged, that is all: enough tokens and rows. Split, there must be room for the prefill
+        tokens after this bucket's decode rows, and decodes beyond this bucket's decode rows run
+        as 1-token prefill rows (a prefill row computes any number of tokens), so a bucket with
+        spare prefill rows also covers steps mixing arriving prompts with more running decodes
+        than it has decode rows: the shapes of a burst."""
+        if self.variant != other.variant or self.penalty_tokens < other.penalty_tokens or self.ragged != other.ragged:
+            return False
+        if self.ragged:
+            return (self.decodes >= other.decodes and self.decode_blocks >= other.decode_blocks
+                    and self.tokens >= prefill_tokens)
         extra = self.overflow(other)
         kept = other.decodes - extra
-        return (self.variant == other.variant and self.penalty_tokens >= other.penalty_tokens
-                and (not kept or self.decode_blocks >= other.decode_blocks)
+        return ((not kept or self.decode_blocks >= other.decode_blocks)
                 and self.prefills >= other.prefills + extra
                 and (not other.prefills or (self.prefill_len >= other.prefill_len
                                             and self.prefill_blocks >= other.prefill_blocks))
                 and (not extra or self.prefill_blocks >= other.decode_blocks)
                 and self.tokens >= self.decodes + (prefill_tokens if other.prefills else 0) + extra)
 
+    @property
+    def has_prefill(self) -> bool:
+        """Whether some row computes several tokens (a shape met as requests arrive)."""
+        return bool(self.prefills) or (self.ragged and self.tokens > self.decodes)
+
     def cost(self, block_size: int) -> float:
-        """A rough estimate of the step's work, in tokens through the model: a token's
-        projections weigh about as much as 64 query-key pairs of attention."""
+        """A rough estimate of the step's work, in tokens through the model. Split: a token's
+        projections weigh about as much as 64 query-key pairs of the padded windows. Ragged: the
+        attention reads only real keys, so padding costs its tokens' projections and its rows'
+        logits (about a token each)."""
+        if self.ragged:
+            return self.tokens + self.decodes
         pairs = (self.decodes * self.decode_blocks + self.prefills * self.prefill_len * self.prefill_blocks) * block_size
         return self.tokens + pairs / 64
 
     def describe(self) -> str:
         parts = [f"T={self.tokens}"]
-        if self.decodes:
+        if self.ragged:
+            parts.append(f"{self.decodes} ragged rows over {self.decode_blocks} blocks")
+        elif self.decodes:
             parts.append(f"decode {self.decodes}x{self.decode_blocks} blocks")
         if self.prefills:
             parts.append(f"prefill {self.prefills}x{self.prefill_len} over {self.prefill_blocks} blocks")
         return ", ".join(parts)
+
+
+def ragged_key(tokens: int, rows: int, limits: "Limits", variant: SamplerVariant, penalty_tokens: int = 0) -> BucketKey:
+    """The ragged bucket of ``tokens`` tokens and ``rows`` rows."""
+    return BucketKey(tokens, rows, limits.table_width(), 0, 0, 0, variant, penalty_tokens, ragged=True)
 
 
 @functools.lru_cache(maxsize=512)
@@ -169,28 +202,39 @@ def build(reqs, counts, limits: Limits, grammar=None, choose=None) -> StepBatch:
     dec = [(r, n) for r, n in zip(reqs, counts) if n == 1]
     pre = [(r, n) for r, n in zip(reqs, counts) if n > 1]
     bs = limits.block_size
-    d = bucket(len(dec), floor=limits.row_floor) if dec else 0
-    p = bucket(len(pre), floor=1) if pre else 0
-    pre_tokens = sum(n for _, n in pre)
-    t = d if not pre else bucket(d + pre_tokens, floor=limits.token_floor)
-    need = lambda group: max(-(-(r.num_computed + n) // bs) for r, n in group)  # noqa: E731
-    decode_need = need(dec) if dec else 0
-    kd = limits.decode_key_blocks(decode_need) if dec else 0
-    kp = limits.key_blocks(need(pre)) if pre else 0
-    length = bucket(max(n for _, n in pre), floor=limits.length_floor) if pre else 0
     ordered = dec + pre
     specs = [r.spec for r, _ in ordered]
     outputs = [r.outputs for r, _ in ordered]
     variant = SamplerVariant.for_batch(specs, limits.vocab, outputs, bitmask=grammar is not None,
                                        bucket=lambda n: bucket(n, floor=16))
     penalty = _penalty_entries(r for r, _ in ordered) if variant.penalties else []
-    key = BucketKey(t, d, kd, p, length, kp, variant, bucket(len(penalty), floor=16) if variant.penalties else 0)
-    if choose is not None:
-        key = choose(key, pre_tokens, decode_need)
-        d = key.decodes
-        # Decodes past the bucket's decode rows run as 1-token prefill rows (``BucketKey.covers``);
-        # the requests keep their order (``ordered``), only their rows change.
-        dec, pre = dec[:d], dec[d:] + pre
+    penalty_bucket = bucket(len(penalty), floor=16) if variant.penalties else 0
+    need = lambda group: max(-(-(r.num_computed + n) // bs) for r, n in group)  # noqa: E731
+    if limits.ragged:
+        # Every row in the one group, its tokens right after the previous row's.
+        rows = bucket(len(ordered), floor=limits.row_floor)
+        total = sum(counts)
+        t = rows if not pre else bucket(total, floor=limits.token_floor)
+        key = ragged_key(t, rows, limits, variant, penalty_bucket)
+        if choose is not None:
+            key = choose(key, total, need(ordered))
+        dec, pre, d = ordered, [], key.decodes
+    else:
+        d = bucket(len(dec), floor=limits.row_floor) if dec else 0
+        p = bucket(len(pre), floor=1) if pre else 0
+        pre_tokens = sum(n for _, n in pre)
+        t = d if not pre else bucket(d + pre_tokens, floor=limits.token_floor)
+        decode_need = need(dec) if dec else 0
+        kd = limits.key_blocks(decode_need) if dec else 0
+        kp = limits.key_blocks(need(pre)) if pre else 0
+        length = bucket(max(n for _, n in pre), floor=limits.length_floor) if pre else 0
+        key = BucketKey(t, d, kd, p, length, kp, variant, penalty_bucket)
+        if choose is not None:
+            key = choose(key, pre_tokens, decode_need)
+            d = key.decodes
+            # Decodes past the bucket's decode rows run as 1-token prefill rows
+            # (``BucketKey.covers``); the requests keep their order (``ordered``), only their rows change.
+            dec, pre = dec[:d], dec[d:] + pre
     rows = np.concatenate([np.arange(len(dec)), d + np.arange(len(pre))]).astype(np.int64)
     layout = layout_for(key, limits)
     buf, v = layout.host_buffer()

@@ -1,9 +1,10 @@
 """The device side of a step's input preparation and of its tail (engine-neutral).
 
 ``derive`` turns a step's packed metadata (``step_batch``) into what the model and the attention
-need, on the device: the decode and prefill attention groups (query grids, positions, KV table
-rows), each token's position and KV slot, the input ids (the host's ids, or the slot's last
-sampled token where the host does not know it yet) and each request's logits row. ``finish``
+need, on the device: the attention groups (split layout: the decode and prefill query grids;
+ragged: one group of every token, each with its row) with their positions and KV table rows,
+each token's position and KV slot, the input ids (the host's ids, or the slot's last sampled
+token where the host does not know it yet) and each request's logits row. ``finish``
 samples and updates the per-slot state. Both depend only on the bucket and the tensors' data,
 so they are part of the step's one program.
 """
@@ -31,6 +32,10 @@ class StepInputs:
 
 def derive(v: dict, key, block_size: int, last_tokens: torch.Tensor) -> StepInputs:
     rows = v["rows"].long()
+    if key.ragged:
+        return _derive_ragged(v, rows, key, block_size, last_tokens)
+    if key.ragged:
+        return _derive_ragged(v, rows, key, block_size, last_tokens)
     qstart, qlen, start, slot = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
     device = rows.device
     t = key.tokens
@@ -68,14 +73,40 @@ def derive(v: dict, key, block_size: int, last_tokens: torch.Tensor) -> StepInpu
         positions.index_copy_(0, target, position)
         kv_slots.index_copy_(0, target, block * block_size + position % block_size)
         token_state.index_copy_(0, target, state)
+    return _inputs(v, groups, positions[:t], kv_slots[:t], token_state[:t],
+                   torch.cat(last) if len(last) > 1 else last[0], slot, last_tokens)
+
+
+def _derive_ragged(v, rows, key, block_size, last_tokens):
+    """The ragged layout: one attention group of every token, each query reading its row's
+    table in place. Token j belongs to the last real row starting at or before it (real rows come
+    first, in token order); past the row's tokens it is padding."""
+    qstart, qlen, start, slot = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
+    t, device = key.tokens, rows.device
+    j = torch.arange(t, device=device)
+    starts = torch.zeros(t + 1, dtype=torch.int64, device=device)
+    starts.index_add_(0, torch.where(qlen > 0, qstart, t), torch.ones_like(qstart))
+    row = (starts[:t].cumsum(0) - 1).clamp(min=0)
+    offset = j - qstart[row]
+    valid = (offset >= 0) & (offset < qlen[row])
+    position = torch.where(valid, start[row] + offset, 0)
+    table = v["bt_decode"].long()
+    block = table[row, position // block_size]
+    kv_slots = torch.where(valid, block * block_size + position % block_size, 0)
+    group = AttentionGroup(token_index=j[:, None], write_index=torch.where(valid, j, -1),
+                           position=position[:, None], block_table=table, table_row=row)
+    return _inputs(v, [group], position, kv_slots, slot[row], (qstart + qlen - 1).clamp(min=0), slot, last_tokens)
+
+
+def _inputs(v, groups, positions, kv_slots, token_state, logits_rows, slot, last_tokens):
     # -1: the token sampled last for the row's slot (still on the device) - a decode row's token,
     # or a decode running as a 1-token prefill row.
     ids = v["ids"]
-    ids = torch.where(ids >= 0, ids, last_tokens[token_state[:t]])
+    ids = torch.where(ids >= 0, ids, last_tokens[token_state])
     flags = v["flags"]
-    return StepInputs(groups=groups, positions=positions[:t], kv_slots=kv_slots[:t], input_ids=ids,
-                      logits_rows=torch.cat(last) if len(last) > 1 else last[0], state_slots=slot,
-                      real=(flags & REAL) != 0, fresh=(flags & FRESH) != 0)
+    return StepInputs(groups=groups, positions=positions, kv_slots=kv_slots, input_ids=ids,
+                      logits_rows=logits_rows, state_slots=slot, real=(flags & REAL) != 0,
+                      fresh=(flags & FRESH) != 0)
 
 
 def finish(logits: torch.Tensor, v: dict, key, inputs: StepInputs, last_tokens: torch.Tensor,

@@ -31,6 +31,7 @@ import os
 
 import torch
 
+from .buckets import bucket
 from .packing import upload
 from .sampler import PenaltyState, SamplingSpec
 from .step_batch import StepRequest, build, layout_for
@@ -65,7 +66,7 @@ class StepState:
 
     def _choose(self, key, prefill_tokens, decode_blocks=0):
         chosen = self._cover(key, prefill_tokens)
-        if chosen == key and not key.prefills and 2 * decode_blocks > key.decode_blocks:
+        if chosen == key and not key.has_prefill and not key.ragged and 2 * decode_blocks > key.decode_blocks:
             self._look_ahead(key)
         return chosen
 
@@ -78,7 +79,7 @@ class StepState:
         bs = self.limits.block_size
         best = min((k for k in self.programs.keys() if k.covers(key, prefill_tokens)),
                    key=lambda k: k.cost(bs), default=None)
-        ratio = self.cover_ratio * (2 if key.prefills else 1)
+        ratio = self.cover_ratio * (2 if key.has_prefill else 1)
         if best is None or best.cost(bs) > self.interim_ratio * ratio * key.cost(bs):
             return key
         times = self._covered_by_key.get(key, 0) + 1
@@ -127,23 +128,41 @@ class StepState:
         self.programs.compile_in_background(key, make_step(key, layout), inputs)
         self.background_compiles += 1
 
-    def warm_up(self, max_rows: int, make_step, kv_tensors) -> int:
-        """Captures the decode program of every decode-row bucket up to ``max_rows`` at the
-        smallest key window for the two samplers requests use unless they ask for more: greedy,
-        and temperature alone (the OpenAI APIs' default, temperature 1). Dummy rows: KV writes
-        to the engine's padding block 0, state to the spare slot. Returns how many programs it
-        captured."""
+    def warm_up(self, max_rows: int, make_step, kv_tensors, max_tokens: int = 0) -> int:
+        """Captures, for the two samplers requests use unless they ask for more (greedy, and
+        temperature alone: the OpenAI APIs' default, temperature 1), the decode program of every
+        row bucket up to ``max_rows`` (at the smallest key window in the split layout). In the
+        ragged layout a decode bucket (T = R) also serves every step mixing prompts and decodes
+        of at most T tokens and R rows, so adding buckets of 2, 8, 32... times ``max_rows``
+        tokens up to ``max_tokens`` (the engine's tokens per step) covers every step a server can
+        meet: it never compiles after warm-up. Dummy rows: KV writes to the engine's padding
+        block 0, state to the spare slot. Returns how many programs it captured."""
         before, spare = len(self.programs), self.limits.spare_slot
+        longest = self.limits.table_width() * self.limits.block_size  # no row is longer than its table
         for spec in (SamplingSpec(), SamplingSpec(temperature=1.0, seed=0)):
-            n = 1
-            while True:
-                reqs = [StepRequest(req_id=f"warmup-{i}", tokens=[0], num_prompt=1, spec=spec, blocks=[0],
-                                    num_computed=0, slot=spare) for i in range(n)]
-                self.launch(build(reqs, [1] * n, self.limits), make_step, kv_tensors).cpu()
-                if n >= max_rows:
-                    break
-                n = min(max(16, n * 2), max_rows)  # 1 (the smallest row bucket), 16, 32, ... max_rows
+            for tokens, rows in self._warm_up_shapes(max_rows, max_tokens):
+                counts = [min(tokens // rows, longest)] * rows
+                reqs = [StepRequest(req_id=f"warmup-{i}", tokens=[0] * n, num_prompt=n, spec=spec, blocks=[0],
+                                    num_computed=0, slot=spare) for i, n in enumerate(counts)]
+                self.launch(build(reqs, counts, self.limits), make_step, kv_tensors).cpu()
         return len(self.programs) - before
+
+    def _warm_up_shapes(self, max_rows, max_tokens):
+        """(tokens, rows) of the warm-up steps: rows 1 (the smallest row bucket), 16, 32, ...
+        max_rows, one token each; ragged, then max_rows rows over 2, 8, 32... times as many
+        tokens, the last at least ``max_tokens``."""
+        shapes, n = [], 1
+        while True:
+            shapes.append((n, n))
+            if n >= max_rows:
+                break
+            n = min(max(16, n * 2), max_rows)  # 1, 16, 32, ... max_rows
+        if self.limits.ragged:
+            tokens = 2 * max_rows
+            while shapes[-1][0] < max_tokens:
+                shapes.append((min(tokens, bucket(max_tokens)), max_rows))
+                tokens *= 4
+        return shapes
 
     def served(self) -> None:
         """Counts a step an engine served (after its launch)."""

@@ -4,8 +4,9 @@ SGLang's KV pool keeps one key and one value buffer per layer, [slots, kv heads,
 the device; its request table (``req_to_token``) maps each request's token positions to slots and
 stays on the host here. A step program (``step_runner``) packs each request's slot row into its
 metadata, so the attention groups' "block table" is a table of slots (block size 1). Per layer
-the backend writes the step's keys and values at their slots; decodes read them in place
-(``torch_tpu.serving.paged_attention``), prefill groups gather their keys and values and run
+the backend writes the step's keys and values at their slots; a ragged step's one group (every
+token) or the decodes read them in place (``torch_tpu.serving.paged_attention``), a split step's
+prefill groups gather their keys and values and run
 ``torch_tpu.serving.attention.grouped_attention``. It only runs inside a step
 program: SGLang's own ForwardBatch path never reaches it.
 """
@@ -49,12 +50,12 @@ class TpuAttentionBackend(AttentionBackend):
         result = torch.zeros(t + 1, heads, v_dim, dtype=torch.float32, device=q.device)
         for g in step.groups:
             size, length = g.token_index.shape
-            slots = g.block_table  # [G, S]: the KV slot of every key position (block size 1)
+            slots = g.block_table  # [G or R, S]: the KV slot of every key position (block size 1)
             q_g = q_all[g.token_index.reshape(-1)].reshape(size, length, heads, qk_dim)
             if length == 1:  # decodes read the cache slots in place where the plugin can
                 out = decode_attention(q_g[:, 0], k_cache[:, None], v_cache[:, None], slots, g.position[:, 0],
-                                       scale=layer.scaling, soft_cap=layer.logit_cap or None, window=window,
-                                       v_dim=v_dim)
+                                       g.table_row, scale=layer.scaling, soft_cap=layer.logit_cap or None,
+                                       window=window, v_dim=v_dim)
             else:
                 out = grouped_attention(q_g, k_cache[slots], v_cache[slots], g.position, layer.scaling,
                                         layer.logit_cap or None, window)

@@ -134,7 +134,7 @@ class SGLangStepRunner:
         self.vocab = mr.model_config.vocab_size
         self.limits = Limits(block_size=1, vocab=self.vocab, max_rows=mr.req_to_token_pool.size,
                              max_blocks=self.table.shape[1], spare_slot=rows,
-                             full_decode_window=paged_attention.reads_in_place(mr.req_to_token_pool.size,
+                             ragged=paged_attention.reads_in_place(mr.req_to_token_pool.size,
                                                                                self.table.shape[1]))
         self.state = StepState("SGLang on tpu", self.limits, self.device, log=logger)
         self.slot_owner = [None] * rows
@@ -144,8 +144,11 @@ class SGLangStepRunner:
         max_rows = mr.req_to_token_pool.size
         if os.environ.get("TORCH_TPU_SGLANG_WARMUP", "1") != "0":
             start = time.perf_counter()
-            count = self.state.warm_up(max_rows, self._make_step, self.kv)
-            logger.info("tpu warm-up: %d step programs captured in %.1f s", count, time.perf_counter() - start)
+            args = mr.server_args  # an extend step computes at most a chunk (or max_prefill_tokens)
+            chunk = args.chunked_prefill_size if (args.chunked_prefill_size or 0) > 0 else args.max_prefill_tokens
+            count = self.state.warm_up(max_rows, self._make_step, self.kv, chunk)
+            logger.info("tpu warm-up: %d step programs (up to %d rows, %d tokens) captured in %.1f s", count,
+                        max_rows, chunk, time.perf_counter() - start)
         logger.info("tpu step runner ready: %d linear weights stored input-major", moved)
 
     def _requests(self, batch):

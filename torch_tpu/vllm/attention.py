@@ -5,11 +5,12 @@ KV cache: one tensor per layer, logical shape [num_blocks, num_kv_heads, block_s
 heads, 2 * head_size] (vLLM's LBNHC layout), so a block's tokens are rows of one flat
 [num_slots, heads, 2 * head_size] view that slot-mapping writes address directly.
 
-Attention: the batch's requests split into decodes (one query token) and prefills (several:
-prompts, chunks of them, prompts after a prefix-cache hit). Each group is laid out as
-[requests, query tokens]. Decodes read their blocks in place through
-``torch_tpu.serving.paged_attention`` (the host kernel on the CPU plugin; elsewhere its portable
-formulation); prefills gather their requests' KV blocks into a [requests, S, kv heads, head_size]
+Attention: on a plugin whose attention reads the cache in place (the CPU plugin's host kernel,
+``torch_tpu.serving.paged_attention``), the step program's one ragged group holds every token,
+each reading its request's blocks where they lie. Elsewhere the batch's requests split into
+decodes (one query token) and prefills (several: prompts, chunks of them, prompts after a
+prefix-cache hit). Each group is laid out as [requests, query tokens]. Decodes read their
+blocks through ``paged_attention``'s portable formulation; prefills gather their requests' KV blocks into a [requests, S, kv heads, head_size]
 window attended by ``torch_tpu.serving.attention`` (causal over cache and chunk, grouped-query
 heads without copies). Request counts, query lengths and key blocks are rounded up
 to powers of two (padding rows write to a scratch row; padding tokens' cache writes go to the
@@ -219,8 +220,9 @@ class TpuTorchAttentionImpl(AttentionImpl[TpuTorchAttentionMetadata]):
             size, length = g.token_index.shape
             q = q_all[g.token_index.reshape(-1)].reshape(size, length, heads, hs)
             if length == 1:  # decodes read the cache blocks in place where the plugin can
-                out = decode_attention(q[:, 0], phys, phys, g.block_table, g.position[:, 0], scale=self.scale,
-                                       soft_cap=self.logits_soft_cap, window=self.sliding_window, v_offset=hs)
+                out = decode_attention(q[:, 0], phys, phys, g.block_table, g.position[:, 0], g.table_row,
+                                       scale=self.scale, soft_cap=self.logits_soft_cap, window=self.sliding_window,
+                                       v_offset=hs)
             else:
                 window = phys[g.block_table]  # [G, key_blocks, block_size, kv heads, 2 * head_size]
                 window = window.reshape(size, window.shape[1] * window.shape[2], kv_heads, 2 * hs)

@@ -43,7 +43,7 @@ def program_stats() -> dict:
     """Captured step programs and timings of this process's step runners (tests, benchmarks):
     ``host_ns`` is the runner's own host time, ``wait_ns`` the time spent waiting for results."""
     total = {"programs": 0, "captures": 0, "replays": 0, "rerecorded_steps": 0, "steps": 0, "covered_steps": 0,
-             "host_ns": 0, "wait_ns": 0}
+             "background_compiles": 0, "host_ns": 0, "wait_ns": 0}
     for r in list(_RUNNERS):
         if r.state is None:
             continue
@@ -52,6 +52,7 @@ def program_stats() -> dict:
             total[k] += r.state.programs.stats[k]
         total["steps"] += r.state.steps
         total["covered_steps"] += r.state.covered
+        total["background_compiles"] += r.state.background_compiles
         total["host_ns"] += r.host_ns
         total["wait_ns"] += r.wait_ns
     return total
@@ -130,7 +131,7 @@ class TpuTorchModelRunner(TpuRunnerBase):
             max_rows=self.max_num_reqs,
             max_blocks=-(-self.max_model_len // block_size),
             spare_slot=self.max_num_reqs,
-            full_decode_window=paged_attention.reads_in_place(self.max_num_reqs, -(-self.max_model_len // block_size)),
+            ragged=paged_attention.reads_in_place(self.max_num_reqs, -(-self.max_model_len // block_size)),
         )
         self.state = StepState("vLLM on tpu", self.limits, self.device, log=logger)
 
@@ -201,6 +202,6 @@ class TpuTorchModelRunner(TpuRunnerBase):
         return StepForward(self, key, layout)
 
     def warm_up(self) -> int:
-        """Captures the greedy decode programs up to max_num_seqs (``StepState.warm_up``); returns
-        the count."""
-        return self.state.warm_up(self.max_num_reqs, self._make_step, self.kv_cache_tensors)
+        """Captures the step programs a server meets, up to max_num_seqs rows and
+        max_num_batched_tokens tokens (``StepState.warm_up``); returns the count."""
+        return self.state.warm_up(self.max_num_reqs, self._make_step, self.kv_cache_tensors, self.max_num_tokens)

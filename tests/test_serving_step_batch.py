@@ -248,6 +248,10 @@ def test_choice_covers_transient_buckets_and_promotes_recurring_ones():
     assert state._choose(decode(4, 8), 0) == decode(16, 8) and state._compile_next == decode(4, 8)
     assert state._choose(decode(1, 8), 0) == decode(1, 8)  # 1/16 of the cost: captured on the spot
     assert state._choose(decode(16, 12), 0) == decode(16, 12)  # nothing covers a longer window
+    # Past half of the whole table's window there is no longer one to compile ahead (this raised
+    # "17 exceeds the largest bucket (16)" for every sequence past half of max_model_len).
+    state._compile_next = None
+    assert state._choose(decode(16, 16), 0, 12) == decode(16, 16) and state._compile_next is None
     # A step with prefills may run in a bucket up to twice as padded (each such shape is rare).
     mixed = BucketKey(24, 8, 8, 1, 8, 4, greedy, 0)
     state.programs._graphs[BucketKey(64, 16, 8, 2, 16, 4, greedy, 0)] = object()

@@ -92,12 +92,11 @@ class StepState:
     def _look_ahead(self, key):
         """Decoding sequences past half their key window grow into the next one, which no
         compiled bucket covers: its program is compiled in the background while they decode in
-        this one."""
-        if not self.cover_ratio or self._compile_next is not None:
+        this one. A window of the whole table has no next one."""
+        if not self.cover_ratio or self._compile_next is not None or key.decode_blocks >= self.limits.table_width():
             return
         longer = dataclasses.replace(key, decode_blocks=self.limits.key_blocks(key.decode_blocks + 1))
-        if longer.decode_blocks > key.decode_blocks and longer not in self.programs \
-                and self.programs.background_state(longer) is None:
+        if longer not in self.programs and self.programs.background_state(longer) is None:
             self._compile_next = longer
 
     def launch(self, plan, make_step, kv_tensors):

@@ -97,10 +97,11 @@ def test_generate_matches_transformers_and_vllm_cpu(tiny_llama, tmp_path):
     model_dir, model = tiny_llama
     expected = [_transformers_greedy(model, p) for p in PROMPTS]
     sampled = {"prompts": PROMPTS, "max_tokens": MAX_TOKENS, "temperature": 0.8, "top_p": 0.9, "seed": 7}
-    # Six requests over four sequence slots, finishing at different steps: later prompts are
+    # Seven requests over four sequence slots, finishing at different steps: later prompts are
     # prefilled in the same steps as running decodes.
-    staggered_prompts = PROMPTS + [[9, 8, 7, 6, 5, 4, 3], [44] * 20, [17, 71]]
-    staggered_counts = [3, 8, 5, 6, 8, 4]
+    # The last one decodes past half of max_model_len (128).
+    staggered_prompts = PROMPTS + [[9, 8, 7, 6, 5, 4, 3], [44] * 20, [17, 71], list(range(3, 73))]
+    staggered_counts = [3, 8, 5, 6, 8, 4, 8]
     staggered = {"prompts": staggered_prompts, "max_tokens": staggered_counts}
     tpu = _run_vllm(
         model_dir, "tpu", tmp_path,

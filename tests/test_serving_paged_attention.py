@@ -110,6 +110,20 @@ def test_queries_sharing_table_rows_match_each_carrying_its_own(index_dtype):
         pa.paged_decode_attention(*(t.to(DEV) for t in (q, k, v, tables, position, bad)), scale=0.2, **opts).cpu()
 
 
+@pytest.mark.parametrize("extra", [{}, dict(window=7), dict(soft_cap=5.0, window=20), dict(dtype=torch.bfloat16)])
+def test_a_ragged_steps_prompt_tokens_match_the_gathered_window(extra):
+    """A ragged step: runs of queries of one row at consecutive positions (prompt chunks), across
+    block edges, beside a decode of another row, with windows, soft caps and half caches."""
+    dtype = extra.pop("dtype", torch.float32)
+    q, k, v, table, _, opts = _case(60, 8, 2, 32, 32, blocks=40, block_size=4, table_width=12, dtype=dtype, seed=19)
+    # Row 0: a 37-token prompt chunk from position 5; row 1: one decode; row 2: 22 tokens from 0.
+    row = torch.tensor([0] * 37 + [1] + [2] * 22)
+    position = torch.cat([torch.arange(5, 42), torch.tensor([30]), torch.arange(22)])
+    dev, cpu = _both(q, k, v, table[:3], position, row, scale=0.3, **opts, **extra)
+    tol = 1e-4 if dtype != torch.float32 else 1e-5
+    torch.testing.assert_close(dev, cpu, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("how", ["fused", "compile"])
 def test_inside_a_fused_graph_and_compiled_code(how, fresh_dynamo):
     q, k, v, table, position, opts = _case(4, 8, 2, 32, 32, blocks=24, block_size=8, table_width=4,

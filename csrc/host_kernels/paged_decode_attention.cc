@@ -229,7 +229,7 @@ ffi_abi::Error* handle(ffi_abi::CallFrame* frame) {
   Shape s{};
   std::string problem = check(call, s);
   if (!problem.empty()) return call.fail(std::string(kPagedDecodeAttention) + ": " + problem);
-  const Buffer &qb = call.arg(0), &k = call.arg(1), &v = call.arg(2);
+  const Buffer &qb = call.arg(0), &k = call.arg(1);
   std::vector<float> q32;
   const float* q = static_cast<const float*>(qb.data);
   if (qb.dtype != ffi_abi::kF32) {

@@ -151,12 +151,14 @@ def test_mixed_steps_match_cpu_in_own_and_covering_buckets(engine):
     # ready, the same arrivals capture them, and nothing compiles on the serving thread.
     assert state.background_compiles > 0
     _C._wait_background_compiles()
-    compiles, captures = torch.tpu.compilation_cache_stats()["compiles"], state.programs.stats["captures"]
+    compiles = torch.tpu.compilation_cache_stats()["compiles"]
     background = state.background_compiles
     got = _serve(toy, state, kv, SECOND, new)
     assert got == [toy.reference(p, new) for _, p in SECOND]
     _C._wait_background_compiles()
-    assert state.programs.stats["captures"] > captures
+    # (Whether a background program is first captured in the second run or this one depends on
+    # how long its compile took; by now the recurring ones have been.)
+    assert any(key in state.programs for key in state.programs._background)
     assert torch.tpu.compilation_cache_stats()["compiles"] - compiles <= state.background_compiles - background
 
 

@@ -162,7 +162,7 @@ from torch_tpu.serving import paged_attention as pa
 q = torch.randn(2, 4, 32, device="tpu"); cache = torch.randn(6, 4, 2, 64, device="tpu")
 table = torch.randint(0, 6, (2, 3), device="tpu"); pos = torch.tensor([3, 9], device="tpu")
 out = pa.decode_attention(q, cache, cache, table, pos, scale=0.2, v_offset=32)
-ref = pa.reference(q.cpu(), cache.cpu(), cache.cpu(), table.cpu(), pos.cpu(), 0.2, 0.0, 0, 0, 32, 32)
+ref = pa.reference(q.cpu(), cache.cpu(), cache.cpu(), table.cpu(), pos.cpu(), None, 0.2, 0.0, 0, 0, 32, 32)
 print("RESULT " + json.dumps({"available": pa.available(), "diff": float((out.cpu() - ref).abs().max())}))
 """
 

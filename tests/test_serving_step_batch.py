@@ -65,7 +65,7 @@ class Toy:
                                            g.position[:, 0], g.table_row, scale=HEAD ** -0.5)
                     result.index_copy_(0, torch.where(g.write_index < 0, t, g.write_index), out)
                     continue
-                window = lambda c: c.view(BLOCKS, BLOCK, KV_HEADS, HEAD)[g.query_tables()].reshape(size, -1, KV_HEADS, HEAD)  # noqa: E731
+                window = lambda c: c.view(BLOCKS, BLOCK, KV_HEADS, HEAD)[g.block_table].reshape(size, -1, KV_HEADS, HEAD)  # noqa: E731
                 out = grouped_attention(q[g.token_index.reshape(-1)].reshape(size, length, HEADS, HEAD),
                                         window(k_cache), window(v_cache), g.position, HEAD ** -0.5)
                 result.index_copy_(0, torch.where(g.write_index < 0, t, g.write_index), out.reshape(-1, HEADS, HEAD))

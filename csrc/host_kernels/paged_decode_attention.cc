@@ -39,12 +39,12 @@ inline int64_t index_at(const Buffer& b, int64_t i) {
                                   : static_cast<const int64_t*>(b.data)[i];
 }
 
-// Rows of the cache as float32: a no-op view for float32, a converted copy otherwise.
 // The table row query g reads: its own (5 operands) or the one the row operand names.
 inline int64_t table_row(const Shape& s, const HostCall& call, int64_t g) {
   return s.per_query_rows ? index_at(call.arg(5), g) : g;
 }
 
+// Rows of the cache as float32: a no-op view for float32, a converted copy otherwise.
 template <typename T>
 inline const float* as_f32(const T* row, int64_t n, float* tmp) {
   for (int64_t i = 0; i < n; ++i) tmp[i] = load(row[i]);

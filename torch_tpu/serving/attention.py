@@ -26,10 +26,6 @@ class AttentionGroup:
     # table_row[g] (a ragged step: one query per token, L = 1, its request's row shared)
     table_row: torch.Tensor | None = None
 
-    def query_tables(self) -> torch.Tensor:
-        """[G, key blocks]: each query's table row (gathered when rows are shared)."""
-        return self.block_table if self.table_row is None else self.block_table[self.table_row]
-
 
 def grouped_attention(q, k, v, q_pos, scale: float, soft_cap: float | None = None,
                       sliding_window: int | None = None) -> torch.Tensor:

@@ -86,18 +86,17 @@ class _PagedDecodeSource:
                 f"  return %r : {out}\n}}\n")
 
     def run_cpu(self, spec, tensors):
-        return [reference(*tensors, *_parse(spec))]
+        q, k, v, table, position, *row = tensors
+        return [reference(q, k, v, table, position, row[0] if row else None, *_parse(spec))]
 
 
 _kernel = KernelOp("tpu::paged_decode_attention", _PagedDecodeSource())
 
 
-def reference(q, k, v, table, position, *rest):
-    """The portable formulation of the same call: gather the window, attend over it. ``rest``:
-    [row,] then the spec's options."""
-    if len(rest) == 7:
-        table, rest = table[rest[0].long()], rest[1:]
-    scale, soft_cap, window, k_offset, v_offset, v_dim = rest
+def reference(q, k, v, table, position, row, scale, soft_cap, window, k_offset, v_offset, v_dim):
+    """The portable formulation of the same call: gather the window, attend over it."""
+    if row is not None:
+        table = table[row.long()]
     groups, heads, qk_dim = q.shape
     blocks, block_size, kv_heads, _ = k.shape
     width = table.shape[1] * block_size
@@ -117,10 +116,9 @@ def decode_attention(q, k, v, table, position, row=None, **options):
     has one, the portable formulation (on the device) elsewhere. Arguments as
     ``paged_decode_attention``."""
     spec = _spec_of(q, **options)
-    operands = _operands(q, k, v, table, position, row)
     if available():
-        return _kernel(operands, spec)[0]
-    return reference(*operands, *_parse(spec))
+        return _kernel(_operands(q, k, v, table, position, row), spec)[0]
+    return reference(q, k, v, table, position, row, *_parse(spec))
 
 
 def paged_decode_attention(q, k, v, table, position, row=None, **options):

@@ -73,13 +73,14 @@ class Limits:
     # (``paged_attention.reads_in_place``), so buckets no longer multiply by key windows.
     ragged: bool = False
 
+    def table_width(self) -> int:
+        """Key blocks of the widest window (the whole table)."""
+        return bucket(self.max_blocks)
+
     def key_blocks(self, needed: int) -> int:
         floor = -(-self.key_floor_tokens // self.block_size)
-        cap = bucket(self.max_blocks)
+        cap = self.table_width()
         return fine_bucket(needed, floor=min(floor, cap), cap=cap)
-
-    def table_width(self) -> int:
-        return bucket(self.max_blocks)
 
 
 @dataclass(frozen=True)
@@ -212,10 +213,10 @@ def build(reqs, counts, limits: Limits, grammar=None, choose=None) -> StepBatch:
     need = lambda group: max(-(-(r.num_computed + n) // bs) for r, n in group)  # noqa: E731
     if limits.ragged:
         # Every row in the one group, its tokens right after the previous row's.
-        rows = bucket(len(ordered), floor=limits.row_floor)
+        r = bucket(len(ordered), floor=limits.row_floor)
         total = sum(counts)
-        t = rows if not pre else bucket(total, floor=limits.token_floor)
-        key = ragged_key(t, rows, limits, variant, penalty_bucket)
+        t = r if not pre else bucket(total, floor=limits.token_floor)
+        key = ragged_key(t, r, limits, variant, penalty_bucket)
         if choose is not None:
             key = choose(key, total, need(ordered))
         dec, pre, d = ordered, [], key.decodes

@@ -34,8 +34,6 @@ def derive(v: dict, key, block_size: int, last_tokens: torch.Tensor) -> StepInpu
     rows = v["rows"].long()
     if key.ragged:
         return _derive_ragged(v, rows, key, block_size, last_tokens)
-    if key.ragged:
-        return _derive_ragged(v, rows, key, block_size, last_tokens)
     qstart, qlen, start, slot = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
     device = rows.device
     t = key.tokens

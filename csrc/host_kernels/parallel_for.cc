@@ -1,7 +1,12 @@
 #include "host_kernels/parallel_for.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -9,6 +14,17 @@
 
 namespace tpu::host_kernels {
 namespace {
+
+// A worker that finished a job spins this long for the next before it sleeps: a step's kernels
+// come back to back (a layer's products, with only short fusions between them), and a sleeping
+// worker takes tens of microseconds to wake.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+inline void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
 
 class Pool {
  public:
@@ -32,7 +48,7 @@ class Pool {
       n_ = n;
       next_.store(0);
       active_ = workers_;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     drain();
@@ -49,10 +65,14 @@ class Pool {
   void work() {
     uint64_t seen = 0;
     for (;;) {
+      auto until = std::chrono::steady_clock::now() + kSpin;
+      while (generation_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until) {
+        for (int i = 0; i < 64; ++i) pause();
+      }
       {
         std::unique_lock<std::mutex> g(mu_);
-        wake_.wait(g, [&] { return generation_ != seen; });
-        seen = generation_;
+        wake_.wait(g, [&] { return generation_.load() != seen; });
+        seen = generation_.load();
       }
       drain();
       std::lock_guard<std::mutex> g(mu_);
@@ -68,7 +88,7 @@ class Pool {
   std::atomic<int64_t> next_{0};
   unsigned workers_ = 0;
   unsigned active_ = 0;
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "host_kernels/registry.h"
 
 #include "common/env_flag.h"
+#include "host_kernels/packed_matmul.h"
 #include "host_kernels/paged_decode_attention.h"
 #include "pjrt/ffi_extension.h"
 
@@ -14,6 +15,7 @@ struct Entry {
 
 constexpr Entry kKernels[] = {
     {kPagedDecodeAttention, &paged_decode_attention_handler},
+    {kPackedMatmul, &packed_matmul_handler},
 };
 
 }  // namespace

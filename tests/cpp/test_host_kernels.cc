@@ -3,10 +3,12 @@
 // invalid calls come back as the program's error, naming the problem.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "host_kernels/packed_matmul.h"
 #include "host_kernels/paged_decode_attention.h"
 #include "host_kernels/registry.h"
 #include "pjrt/error.h"
@@ -20,7 +22,7 @@ namespace {
 bool registered() {
   static const bool ok = [] {
     auto names = host_kernels::register_all(cpu_plugin()->api(), "Host");
-    return names.size() == 1 && names[0] == host_kernels::kPagedDecodeAttention;
+    return names == std::vector<std::string>{host_kernels::kPagedDecodeAttention, host_kernels::kPackedMatmul};
   }();
   return ok;
 }
@@ -95,6 +97,32 @@ TEST(HostKernels, ABlockOutsideTheCacheIsTheProgramsError) {
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("request 0 reads block 9 of a cache with 4 blocks"), std::string::npos)
         << e.what();
+  }
+}
+
+// The packed product against a direct one, with this CPU's blocks and the portable ones: row
+// counts around the 12-row register block (a sliver, two near-equal blocks), a partial last
+// panel, K = 1 and more panels than tasks.
+TEST(HostKernels, PackedMatmulEqualsTheDirectProduct) {
+  const int64_t P = host_kernels::kPackedPanel;
+  for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{
+           {1, 7, 5}, {12, 16, 32}, {13, 33, 70}, {25, 1, 64}, {40, 64, 300}, {3, 128, 1000}}) {
+    std::vector<float> x(m * k), w(k * n), packed(((n + P - 1) / P) * k * P, 0.0f), y(m * n, -1.0f);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37 * i);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = std::cos(0.11 * i);
+    for (int64_t r = 0; r < k; ++r)
+      for (int64_t c = 0; c < n; ++c) packed[(c / P) * k * P + r * P + c % P] = w[r * n + c];
+    for (bool portable : {false, true}) {
+      host_kernels::packed_matmul(x.data(), m, k, packed.data(), n, y.data(), portable);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          double s = 0;
+          for (int64_t r = 0; r < k; ++r) s += double(x[i * k + r]) * w[r * n + j];
+          ASSERT_NEAR(y[i * n + j], s, 1e-4 * (1 + std::fabs(s)))
+              << m << "x" << k << "x" << n << (portable ? " portable" : "") << " at " << i << "," << j;
+        }
+      }
+    }
   }
 }
 

@@ -1,24 +1,31 @@
 """Weight layout for serving on the XLA CPU plugin (engine-neutral).
 
-XLA's CPU dot streams a weight about twice as fast as a plain row-major [in, out] matrix as as
-the ``W^T`` of ``F.linear``'s [out, in] weight, for the few rows of a decode step - and a decode
-step reads every weight once, so this is most of its time. ``lay_out_linear_weights`` stores each
-unquantized linear weight input-major: a transposed view of an [in, out] storage, same values
-(``F.linear``'s transposes cancel in the program). A weight an embedding lookup also reads
-(tied embeddings) keeps its rows contiguous; on the CPU plugin its logits projection gets its own
-input-major copy instead (vocab x hidden more host memory), else XLA would copy the whole table
-on every step. On accelerator plugins layouts are XLA's business and nothing is copied.
-An engine that projects the logits itself takes its weight from ``logits_weight``, the same rule
-for a tied head that is the embedding module itself (SGLang's tied Llama).
+A decode step reads every weight once, for a few rows, and on the CPU plugin that is most of
+its time. Where the plugin runs the packed matmul host kernel (``packed_matmul``),
+``lay_out_linear_weights`` packs each unquantized float32 linear weight once into the kernel's
+column panels and points its layer's ``quant_method.apply`` at the kernel; XLA's own dot would
+re-pack the weight on every call. Without the kernel (or for other dtypes) each weight is stored
+input-major instead: a transposed view of an [in, out] storage, same values (``F.linear``'s
+transposes cancel in the program), which XLA's dot streams about twice as fast as ``F.linear``'s
+[out, in] for a decode step's rows.
+
+A weight an embedding lookup also reads (tied embeddings) keeps its rows; on the CPU plugin its
+logits projection gets its own copy in the fast layout instead (vocab x hidden more host
+memory), else XLA would copy the whole table on every step. On accelerator plugins layouts are
+XLA's business and nothing is changed. An engine that projects the logits itself takes its
+weight from ``logits_weight`` and projects with ``project`` (SGLang's tied Llama, whose head is
+the embedding module itself).
 """
 
 import torch
 
+from . import packed_matmul
+
 
 def lay_out_linear_weights(model, linear, unquantized, lm_head, embedding) -> int:
     """The engine's classes: ``linear`` layers whose ``quant_method`` is ``unquantized`` go
-    through F.linear, ``lm_head`` is the logits projection, ``embedding`` a lookup table.
-    Returns how many weights moved."""
+    through F.linear, ``lm_head`` is the logits projection (also through its ``quant_method``),
+    ``embedding`` a lookup table. Returns how many weights changed layout."""
     def is_linear(m):
         return isinstance(m, linear) and isinstance(getattr(m, "quant_method", None), unquantized)
 
@@ -38,24 +45,47 @@ def lay_out_linear_weights(model, linear, unquantized, lm_head, embedding) -> in
             continue
         if not (is_linear(m) or is_lm_head(m)):
             continue
+        if id(w) in looked_up and not (on_host and is_lm_head(m)):
+            continue
         with torch.no_grad():
-            if id(w) not in looked_up:
+            if _packs(w) and hasattr(getattr(m, "quant_method", None), "apply"):
+                m.weight = torch.nn.Parameter(packed_matmul.pack(w.detach()), requires_grad=False)
+                m.packed_out_features = w.shape[0]
+                m.quant_method.apply = _packed_apply
+            elif id(w) not in looked_up:
                 w.data = _input_major(w.data)
-            elif on_host and is_lm_head(m):
-                m.weight = torch.nn.Parameter(_input_major(w.data), requires_grad=False)
             else:
-                continue
+                m.weight = torch.nn.Parameter(_input_major(w.data), requires_grad=False)
         moved += 1
     return moved
 
 
+def _packed_apply(layer, x, bias=None):
+    """A packed layer's ``quant_method.apply``: F.linear(x, weight, bias) through the kernel."""
+    return packed_matmul.linear(x, layer.weight, layer.packed_out_features, bias)
+
+
+def project(hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Logits of ``hidden`` with a weight from ``logits_weight``; a packed weight's padding
+    columns (up to the next multiple of 32) come out as zeros, for the caller to drop with the
+    columns past the vocabulary."""
+    if weight.dim() == 3:
+        return packed_matmul.linear(hidden, weight, weight.shape[0] * packed_matmul.PANEL)
+    return torch.nn.functional.linear(hidden, weight)
+
+
 def logits_weight(weight: torch.Tensor) -> torch.Tensor:
-    """The [vocab, hidden] weight to project logits with: ``weight`` when already input-major (or
-    on an accelerator plugin), else - an embedding table's rows, kept for lookups - an input-major
-    copy on the CPU plugin."""
+    """The weight to project logits with (``project``): ``weight`` when already laid out (or on an
+    accelerator plugin), else - an embedding table's rows, kept for lookups - a packed or
+    input-major copy on the CPU plugin."""
     if weight.dim() == 2 and weight.is_contiguous() and _on_host():
-        return _input_major(weight.detach())
+        return packed_matmul.pack(weight.detach()) if _packs(weight) else _input_major(weight.detach())
     return weight
+
+
+def _packs(w: torch.Tensor) -> bool:
+    """Whether ``w`` goes to the packed kernel: float32 on a plugin that has it."""
+    return w.dtype == torch.float32 and packed_matmul.available()
 
 
 def _input_major(w: torch.Tensor) -> torch.Tensor:

@@ -149,7 +149,7 @@ class SGLangStepRunner:
             count = self.state.warm_up(max_rows, self._make_step, self.kv, chunk)
             logger.info("tpu warm-up: %d step programs (up to %d rows, %d tokens) captured in %.1f s", count,
                         max_rows, chunk, time.perf_counter() - start)
-        logger.info("tpu step runner ready: %d linear weights stored input-major", moved)
+        logger.info("tpu step runner ready: %d linear weights laid out for the plugin (packed or input-major)", moved)
 
     def _requests(self, batch):
         seq = batch.seq_lens_cpu.tolist()
@@ -214,7 +214,7 @@ def _logits(model, weight, hidden, vocab):
     """SGLang's logits projection (``LogitsProcessor``) for the rows that sample, with ``weight``
     the runner's ``lm_head`` weight (``weights.logits_weight``)."""
     processor = model.logits_processor
-    logits = torch.nn.functional.linear(hidden, weight)
+    logits = weights.project(hidden, weight)
     scale = getattr(processor, "logit_scale", None)
     if scale is not None:
         logits = logits * scale

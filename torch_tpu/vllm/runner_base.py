@@ -84,7 +84,7 @@ class TpuRunnerBase(GPUModelRunner):
         if self.lora_config:
             self.model = self.load_lora_model(self.model, self.vllm_config, self.device)
         moved = lay_out_linear_weights(self.model)
-        logger.info("tpu: %d linear weights stored input-major (x @ W^T as one plain matrix product)", moved)
+        logger.info("tpu: %d linear weights laid out for the plugin (packed for its matmul kernel, or input-major)", moved)
 
     def get_model(self):
         return self.model

@@ -1,10 +1,14 @@
-"""What the serving tests (test_vllm_tpu.py, test_sglang_tpu.py) share: the serving environment,
-tiny models built from configs, Transformers' greedy reference, and starting a server on
-loopback with a hard timeout."""
+"""What the serving tests (test_vllm_tpu.py, test_sglang_tpu.py, the host kernels') share: the
+serving environment, tiny models built from configs, Transformers' greedy reference, starting a
+server on loopback with a hard timeout, and running a kernel script with its programs dumped."""
 
+import glob
+import json
 import os
 import pathlib
 import socket
+import subprocess
+import sys
 import time
 import urllib.request
 
@@ -73,3 +77,15 @@ def wait_healthy(proc, url, timeout):
             pass
         time.sleep(1)
     return False
+
+
+def run_dumping_programs(tmp_path, script, **env):
+    """Runs `script` (which prints one ``RESULT {json}`` line) in a fresh process with its programs'
+    StableHLO dumped and its own cache; returns (the result, the dumped texts)."""
+    (tmp_path / "dump").mkdir()
+    env = dict(os.environ, TORCH_TPU_DUMP_HLO=str(tmp_path / "dump"), TORCH_TPU_CACHE_DIR=str(tmp_path / "c"), **env)
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    texts = [open(p).read() for p in glob.glob(str(tmp_path / "dump" / "*.mlir"))]
+    return json.loads(line[7:]), texts

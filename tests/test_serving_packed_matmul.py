@@ -2,16 +2,11 @@
 the plugin calls as a typed FFI custom call, multiplying rows by a weight packed once in column
 panels. Every result is compared with F.linear on the CPU."""
 
-import glob
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 
 import torch_tpu
+from serving_helpers import run_dumping_programs
 from torch_tpu.execution_mode import EagerMode, mode
 from torch_tpu.serving import packed_matmul as pm
 
@@ -100,23 +95,13 @@ print("RESULT " + json.dumps({"available": pm.available(), "diff": float((out.cp
 """
 
 
-def _run(tmp_path, **env):
-    (tmp_path / "dump").mkdir()
-    env = dict(os.environ, TORCH_TPU_DUMP_HLO=str(tmp_path / "dump"), TORCH_TPU_CACHE_DIR=str(tmp_path / "c"), **env)
-    proc = subprocess.run([sys.executable, "-c", _DUMP_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-    texts = [open(p).read() for p in glob.glob(str(tmp_path / "dump" / "*.mlir"))]
-    return json.loads(line[7:]), texts
-
-
 def test_the_program_calls_the_kernel(tmp_path):
-    result, texts = _run(tmp_path)
+    result, texts = run_dumping_programs(tmp_path, _DUMP_SCRIPT)
     assert result["available"] and result["diff"] < 1e-4
     assert any(pm.TARGET in t for t in texts)
 
 
 def test_without_host_kernels_the_plain_product_runs(tmp_path):
-    result, texts = _run(tmp_path, TORCH_TPU_HOST_KERNELS="0")
+    result, texts = run_dumping_programs(tmp_path, _DUMP_SCRIPT, TORCH_TPU_HOST_KERNELS="0")
     assert not result["available"] and result["diff"] < 1e-4
     assert texts and not any(pm.TARGET in t for t in texts)

@@ -70,6 +70,8 @@ def layout(request, monkeypatch):
     """Both layouts: the CPU plugin's kernel, and the plugins without it."""
     if request.param == "input-major":
         monkeypatch.setattr(packed_matmul, "_registered", lambda: False)
+    else:  # this test's weights are small: pack them all
+        monkeypatch.setattr(weights, "PACK_MIN_ELEMENTS", 1)
     return {"packed": _packed, "input-major": _input_major}[request.param]
 
 
@@ -96,3 +98,12 @@ def test_layout_keeps_values_and_lookups(tied_module, layout):
     assert weights.logits_weight(head) is head  # already laid out: no second copy
     with torch.no_grad():
         torch.testing.assert_close(model(ids.to("tpu"), head).cpu(), expected)
+
+
+def test_small_weights_keep_xla_s_dot():
+    model = Tiny(tied_module=False).to("tpu")
+    big = Linear(512, 512, bias=False).to("tpu")  # 256K elements: the packing threshold
+    model.add_module("big", big)
+    weights.lay_out_linear_weights(model, Linear, Unquantized, LMHead, Embedding)
+    assert _input_major(model.proj.weight) and _input_major(model.out.weight)
+    assert _packed(model.big.weight) == packed_matmul.available()

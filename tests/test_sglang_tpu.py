@@ -31,9 +31,9 @@ TEXT_PROMPT = [10, 20, 30]  # "w10 w20 w30" in tests/vllm_assets.py's word token
 
 
 @contextmanager
-def _healthy_server(model_dir, tmp_path, extra=()):
+def _healthy_server(model_dir, tmp_path, extra=(), env_extra=None):
     """A running, healthy server: (process, base URL, stats path, log path); killed on exit."""
-    proc, base, stats, log = _serve(model_dir, tmp_path, extra)
+    proc, base, stats, log = _serve(model_dir, tmp_path, extra, env_extra)
     try:
         assert wait_healthy(proc, f"{base}/health", timeout=420), log.read_text()[-6000:]
         yield proc, base, stats, log
@@ -41,14 +41,14 @@ def _healthy_server(model_dir, tmp_path, extra=()):
         _stop(proc)
 
 
-def _serve(model_dir, tmp_path, extra=()):
+def _serve(model_dir, tmp_path, extra=(), env_extra=None):
     """Starts the server; returns (process, base URL, stats path, log path)."""
     from vllm_assets import save_word_tokenizer
 
     save_word_tokenizer(model_dir)
     port = free_port()
     stats = tmp_path / "stats.json"
-    env = serve_env(TORCH_TPU_FALLBACK="error", TORCH_TPU_SERVING_STATS=str(stats))
+    env = serve_env(TORCH_TPU_FALLBACK="error", TORCH_TPU_SERVING_STATS=str(stats), **(env_extra or {}))
     log_path = tmp_path / "server.log"
     log = open(log_path, "w")
     proc = subprocess.Popen(
@@ -145,9 +145,10 @@ def test_sglang_server_on_tpu(tmp_path):
 @needs_serve
 @pytest.mark.slow
 def test_sglang_qwen3_matches_transformers(tmp_path):
-    """Qwen3 (per-head q/k RMSNorm before rotary) through SGLang's model code on tpu."""
+    """Qwen3 (per-head q/k RMSNorm before rotary) through SGLang's model code on tpu, with every
+    linear weight packed for the host matmul kernel (the threshold lowered for the tiny model)."""
     model_dir, model = save_tiny("qwen3", tmp_path / "tiny_qwen3")
-    with _healthy_server(model_dir, tmp_path) as (proc, base, stats, log):
+    with _healthy_server(model_dir, tmp_path, env_extra={"TORCH_TPU_PACK_MIN_ELEMENTS": "1"}) as (proc, base, stats, log):
         code = ("import json, sys, urllib.request; "
                 "req = urllib.request.Request(sys.argv[1] + '/generate', data=json.dumps({'input_ids': json.loads(sys.argv[2]), "
                 "'sampling_params': {'temperature': 0, 'max_new_tokens': int(sys.argv[3]), 'ignore_eos': True}}).encode(), "
@@ -157,3 +158,5 @@ def test_sglang_qwen3_matches_transformers(tmp_path):
                              capture_output=True, text=True, timeout=600, env=serve_env())
         assert got.returncode == 0, got.stderr[-4000:] + log.read_text()[-4000:]
     assert json.loads(got.stdout) == [transformers_greedy(model, p, MAX_TOKENS) for p in PROMPTS]
+    # 2 layers x (qkv, o, gate_up, down) and the logits head.
+    assert json.loads(stats.read_text())["weight_layouts"] == {"packed": 9}

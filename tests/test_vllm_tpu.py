@@ -41,11 +41,12 @@ def _transformers_greedy(model, prompt, n=MAX_TOKENS):
     return transformers_greedy(model, prompt, n)
 
 
-def _run_vllm(model_dir, engine, tmp_path, jobs, prefix_caching=False, timeout=420, mode=None, engine_args=None):
+def _run_vllm(model_dir, engine, tmp_path, jobs, prefix_caching=False, timeout=420, mode=None, engine_args=None,
+              env_extra=None):
     req = tmp_path / f"request_{engine}.json"
     out = tmp_path / f"out_{engine}.json"
     req.write_text(json.dumps({"prefix_caching": prefix_caching, "seed": 0, "jobs": jobs, "engine": engine_args or {}}))
-    env = serve_env()
+    env = serve_env(**(env_extra or {}))
     if engine == "tpu":
         env["TORCH_TPU_FALLBACK"] = "error"  # any CPU fallback fails the run
     env.pop("TORCH_TPU_VLLM_MODE", None)
@@ -110,6 +111,8 @@ def test_generate_matches_transformers_and_vllm_cpu(tiny_llama, tmp_path):
     assert tpu["device_type"] == "tpu"
     assert tpu["mode"] == "program"  # the default: each step is one compiled program
     assert tpu["fallbacks"] == {}
+    # The tiny model's weights are below the packing threshold: XLA's dot, input-major.
+    assert tpu["weight_layouts"] == {"input_major": 9}, tpu["weight_layouts"]
     greedy, repeat, new_requests, sample_a, sample_b, mixed = tpu["jobs"]
     for job in tpu["jobs"]:
         # One device program per step: nothing else runs on the device (input preparation and
@@ -137,6 +140,22 @@ def test_generate_matches_transformers_and_vllm_cpu(tiny_llama, tmp_path):
     for got, ref in zip(greedy["logprobs"], cpu["jobs"][0]["logprobs"]):
         assert len(got) == len(ref) == MAX_TOKENS
         assert max(abs(a - b) for a, b in zip(got, ref)) < 1e-4
+
+
+def test_packed_weights_match_transformers(tiny_llama, tmp_path):
+    """Every linear weight packed for the host matmul kernel (the threshold lowered for the tiny
+    model): greedy tokens still equal Transformers', prompts and decodes mixed."""
+    model_dir, model = tiny_llama
+    staggered_prompts = PROMPTS + [[44] * 20, list(range(3, 40))]
+    counts = [8, 5, 8, 6, 8]
+    tpu = _run_vllm(model_dir, "tpu", tmp_path, [_greedy(PROMPTS), {"prompts": staggered_prompts, "max_tokens": counts}],
+                    env_extra={"TORCH_TPU_PACK_MIN_ELEMENTS": "1"})
+    # 2 layers x (qkv, o, gate_up, down) and the logits head.
+    assert tpu["weight_layouts"] == {"packed": 9}, tpu["weight_layouts"]
+    assert tpu["fallbacks"] == {}
+    greedy, mixed = tpu["jobs"]
+    assert greedy["tokens"] == [_transformers_greedy(model, p) for p in PROMPTS]
+    assert mixed["tokens"] == [_transformers_greedy(model, p, n) for p, n in zip(staggered_prompts, counts)]
 
 
 def test_vllm_mode_env_is_checked(monkeypatch):

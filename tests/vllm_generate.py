@@ -10,7 +10,8 @@ OUT_JSON: {"platform": ..., "jobs": [{"tokens": [[...]], "logprobs": [[...]], "t
            "compiles": programs compiled, "steps": engine steps, "executions": device programs run,
            "programs": step programs captured, "background_compiles": step programs compiled in
            the background}, ...],
-           "fallbacks": {op: count} of the generate calls on tpu}
+           "fallbacks": {op: count} of the generate calls on tpu,
+           "weight_layouts": {"packed": n, "input_major": n} linear weights laid out on tpu}
 """
 
 import json
@@ -24,6 +25,15 @@ def _compiles(engine):
     import torch
 
     return int(torch.tpu.compilation_cache_stats()["compiles"])
+
+
+def _weight_layouts(engine):
+    """How many linear weights the tpu runner packed for the host matmul kernel / left input-major."""
+    if engine != "tpu":
+        return {}
+    from torch_tpu.serving import weights
+
+    return dict(weights.LAYOUTS)
 
 
 def _step_counters(engine):
@@ -152,6 +162,7 @@ def main():
         "jobs": jobs,
         "mode": _mode(engine),
         "fallbacks": torch_tpu.fallback_counts() if engine == "tpu" else {},
+        "weight_layouts": _weight_layouts(engine),
     }
     with open(out_path, "w") as f:
         json.dump(result, f)

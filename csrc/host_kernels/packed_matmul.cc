@@ -16,6 +16,7 @@ namespace {
 constexpr int64_t P = kPackedPanel;
 constexpr int kMaxRows = 12;          // rows per register block: 2 x 12 accumulators
 constexpr int64_t kPrefetch = 64 * P;  // weights prefetched 64 rows (8 KB) ahead of use
+constexpr int64_t kInlineWork = 1 << 18;  // multiply-adds below which one thread does it all
 
 #if defined(__x86_64__)
 // Writes `cols` (<= 32) columns of each of R rows, from two 16-wide halves per row.
@@ -146,9 +147,10 @@ void packed_matmul(const float* x, int64_t m, int64_t k, const float* w, int64_t
     std::fill(y, y + m * n, 0.0f);
     return;
   }
-  // Contiguous runs of panels per task: each worker streams its own stretch of the weight.
+  // Contiguous runs of panels per task: each worker streams its own stretch of the weight. A
+  // product of a few microseconds stays on the calling thread (waking a worker costs more).
   int64_t panels = (n + P - 1) / P;
-  int64_t tasks = std::min<int64_t>(panels, 32);
+  int64_t tasks = m * k * n < kInlineWork ? 1 : std::min<int64_t>(panels, 32);
   const Block* table = blocks(portable);
   parallel_for(tasks, [&](int64_t t) {
     for (int64_t p = panels * t / tasks; p < panels * (t + 1) / tasks; ++p) panel(table, x, m, k, w, n, y, p);

@@ -35,6 +35,7 @@ from .buckets import bucket
 from .packing import upload
 from .sampler import PenaltyState, SamplingSpec
 from .step_batch import StepRequest, build, layout_for
+from . import weights
 from ..captured import CapturedPrograms
 
 logger = logging.getLogger("torch_tpu.serving")
@@ -176,7 +177,7 @@ class StepState:
         stats = {"steps": self.steps, "covered_steps": self.covered, "programs": len(self.programs),
                  "background_compiles": self.background_compiles, **self.programs.stats,
                  "compiles": cache["compiles"], "executions": cache["executions"],
-                 "fallbacks": torch_tpu.fallback_counts()}
+                 "fallbacks": torch_tpu.fallback_counts(), "weight_layouts": dict(weights.LAYOUTS)}
         tmp = f"{self.stats_path}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:
             json.dump(stats, f)

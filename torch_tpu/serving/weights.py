@@ -17,9 +17,15 @@ weight from ``logits_weight`` and projects with ``project`` (SGLang's tied Llama
 the embedding module itself).
 """
 
+import collections
+import os
+
 import torch
 
 from . import packed_matmul
+
+# How many weights this process laid out each way ("packed", "input_major"): serving stats, tests.
+LAYOUTS = collections.Counter()
 
 
 def lay_out_linear_weights(model, linear, unquantized, lm_head, embedding) -> int:
@@ -52,10 +58,13 @@ def lay_out_linear_weights(model, linear, unquantized, lm_head, embedding) -> in
                 m.weight = torch.nn.Parameter(packed_matmul.pack(w.detach()), requires_grad=False)
                 m.packed_out_features = w.shape[0]
                 m.quant_method.apply = _packed_apply
-            elif id(w) not in looked_up:
-                w.data = _input_major(w.data)
+                LAYOUTS["packed"] += 1
             else:
-                m.weight = torch.nn.Parameter(_input_major(w.data), requires_grad=False)
+                if id(w) not in looked_up:
+                    w.data = _input_major(w.data)
+                else:
+                    m.weight = torch.nn.Parameter(_input_major(w.data), requires_grad=False)
+                LAYOUTS["input_major"] += 1
         moved += 1
     return moved
 
@@ -79,13 +88,22 @@ def logits_weight(weight: torch.Tensor) -> torch.Tensor:
     accelerator plugin), else - an embedding table's rows, kept for lookups - a packed or
     input-major copy on the CPU plugin."""
     if weight.dim() == 2 and weight.is_contiguous() and _on_host():
-        return packed_matmul.pack(weight.detach()) if _packs(weight) else _input_major(weight.detach())
+        packs = _packs(weight)
+        LAYOUTS["packed" if packs else "input_major"] += 1
+        return packed_matmul.pack(weight.detach()) if packs else _input_major(weight.detach())
     return weight
 
 
+# Below this many elements (1 MB of float32) XLA's own dot is faster: a small weight stays in
+# cache across calls, and a custom call has a fixed cost of its own (the tiny benchmark model
+# decoded 10-20% slower packed). TORCH_TPU_PACK_MIN_ELEMENTS overrides it (tests pack tiny models).
+PACK_MIN_ELEMENTS = int(os.environ.get("TORCH_TPU_PACK_MIN_ELEMENTS", str(1 << 18)))
+
+
 def _packs(w: torch.Tensor) -> bool:
-    """Whether ``w`` goes to the packed kernel: float32 on a plugin that has it."""
-    return w.dtype == torch.float32 and packed_matmul.available()
+    """Whether ``w`` goes to the packed kernel: a float32 weight of at least PACK_MIN_ELEMENTS on a
+    plugin that has the kernel."""
+    return w.dtype == torch.float32 and w.numel() >= PACK_MIN_ELEMENTS and packed_matmul.available()
 
 
 def _input_major(w: torch.Tensor) -> torch.Tensor:

@@ -1,6 +1,6 @@
 // A matrix product with a weight pre-packed in column panels, for the XLA CPU plugin: a decode
-// step multiplies a few rows by every weight of the model once, and XLA's dot re-packs each
-// weight on every call; this kernel streams weights packed once, at load time.
+// step multiplies a few rows by every weight of the model once, and XLA's dot takes each weight
+// as a plain operand on every call; this kernel streams weights packed once, at load time.
 //
 //   stablehlo.custom_call @torch_tpu_packed_matmul(x, w) {api_version = 4}
 //

@@ -1,8 +1,8 @@
 """Linear layers with weights packed once, for serving on the XLA CPU plugin.
 
-A decode step multiplies a few rows by every weight of the model once. XLA's CPU dot re-packs
-its weight operand into its kernel's layout on every call, so a step reads each weight twice and
-writes it once more; on two cores that is most of a 100M model's step. Where the plugin runs the
+A decode step multiplies a few rows by every weight of the model once, most of a 100M model's
+step on two cores. XLA's CPU dot takes each weight as a plain operand and lays it out for its
+micro-kernel on every call, as its times suggest (``docs/design.md``, CPU-plugin layout). Where the plugin runs the
 host kernel ``torch_tpu_packed_matmul`` (C++, ``csrc/host_kernels/packed_matmul.cc``), an engine
 packs each weight once, at load time, into column panels ``[ceil(N / 32), K, 32]`` (``pack``),
 and its linear layers call ``linear``: one custom call per product that streams the panels with

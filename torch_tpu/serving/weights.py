@@ -2,9 +2,10 @@
 
 A decode step reads every weight once, for a few rows, and on the CPU plugin that is most of
 its time. Where the plugin runs the packed matmul host kernel (``packed_matmul``),
-``lay_out_linear_weights`` packs each unquantized float32 linear weight once into the kernel's
-column panels and points its layer's ``quant_method.apply`` at the kernel; XLA's own dot would
-re-pack the weight on every call. Without the kernel (or for other dtypes) each weight is stored
+``lay_out_linear_weights`` packs each unquantized float32 linear weight of at least
+``PACK_MIN_ELEMENTS`` once into the kernel's column panels and points its layer's
+``quant_method.apply`` at the kernel (XLA's own dot lays a weight out on every call). Without the
+kernel (or for other dtypes, or smaller weights) each weight is stored
 input-major instead: a transposed view of an [in, out] storage, same values (``F.linear``'s
 transposes cancel in the program), which XLA's dot streams about twice as fast as ``F.linear``'s
 [out, in] for a decode step's rows.

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import torch_tpu
-from serving_helpers import run_dumping_programs
+from serving_helpers import check_host_kernel_switch
 from torch_tpu.execution_mode import EagerMode, mode
 from torch_tpu.serving import packed_matmul as pm
 
@@ -96,12 +96,8 @@ print("RESULT " + json.dumps({"available": pm.available(), "diff": float((out.cp
 
 
 def test_the_program_calls_the_kernel(tmp_path):
-    result, texts = run_dumping_programs(tmp_path, _DUMP_SCRIPT)
-    assert result["available"] and result["diff"] < 1e-4
-    assert any(pm.TARGET in t for t in texts)
+    check_host_kernel_switch(tmp_path, _DUMP_SCRIPT, pm.TARGET, 1e-4)
 
 
 def test_without_host_kernels_the_plain_product_runs(tmp_path):
-    result, texts = run_dumping_programs(tmp_path, _DUMP_SCRIPT, TORCH_TPU_HOST_KERNELS="0")
-    assert not result["available"] and result["diff"] < 1e-4
-    assert texts and not any(pm.TARGET in t for t in texts)
+    check_host_kernel_switch(tmp_path, _DUMP_SCRIPT, pm.TARGET, 1e-4, enabled=False)

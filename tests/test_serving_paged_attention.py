@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import torch_tpu
-from serving_helpers import run_dumping_programs
+from serving_helpers import check_host_kernel_switch
 from torch_tpu.execution_mode import EagerMode, mode
 from torch_tpu.serving import paged_attention as pa
 
@@ -163,12 +163,8 @@ print("RESULT " + json.dumps({"available": pa.available(), "diff": float((out.cp
 
 
 def test_the_program_calls_the_kernel_instead_of_gathering(tmp_path):
-    result, texts = run_dumping_programs(tmp_path, _DUMP_SCRIPT)
-    assert result["available"] and result["diff"] < 1e-5
-    assert any(pa.TARGET in t for t in texts)
+    check_host_kernel_switch(tmp_path, _DUMP_SCRIPT, pa.TARGET, 1e-5)
 
 
 def test_without_host_kernels_the_portable_formulation_runs(tmp_path):
-    result, texts = run_dumping_programs(tmp_path, _DUMP_SCRIPT, TORCH_TPU_HOST_KERNELS="0")
-    assert not result["available"] and result["diff"] < 1e-5
-    assert texts and not any(pa.TARGET in t for t in texts)
+    check_host_kernel_switch(tmp_path, _DUMP_SCRIPT, pa.TARGET, 1e-5, enabled=False)

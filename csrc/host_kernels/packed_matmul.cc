@@ -91,15 +91,20 @@ struct Avx512 {
 };
 #endif
 
-// The register blocks for 1..12 rows: this CPU's best, or the portable ones.
+// The register blocks for 1..kMaxRows rows of one implementation.
+template <template <int> class Impl>
+using Blocks = Table<Impl, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12>;
+static_assert(sizeof(Blocks<Portable>::blocks) / sizeof(Block) == kMaxRows + 1, "one block per row count");
+
+// This CPU's best blocks, or the portable ones.
 const Block* blocks(bool portable) {
   static const Block* best = [] {
 #if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx512f")) return Table<Avx512, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12>::blocks;
+    if (__builtin_cpu_supports("avx512f")) return Blocks<Avx512>::blocks;
 #endif
-    return Table<Portable, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12>::blocks;
+    return Blocks<Portable>::blocks;
   }();
-  return portable ? Table<Portable, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12>::blocks : best;
+  return portable ? Blocks<Portable>::blocks : best;
 }
 
 // Every row of x times panel p, in register blocks of at most 12 rows (two near-equal blocks

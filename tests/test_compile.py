@@ -409,6 +409,26 @@ def test_dynamic_sizes_that_padding_would_change_are_not_padded(case):
     assert graph_runner.stats["captures"] == 2  # one program per size
 
 
+@pytest.mark.parametrize("case", ["view_of_input", "view_and_compute"])
+def test_an_output_that_views_a_dynamic_input_is_not_padded(case):
+    # AOTAutograd rebuilds an output that aliases an input from the unpadded input, with the
+    # padded output's base: padding that graph made every size but a bucket's fail.
+    fn = {
+        "view_of_input": lambda x: (x.view(x.shape[0], 2, 2),),
+        "view_and_compute": lambda x: (torch.relu(x) * 2, x.view(x.shape[0], 2, 2)),
+    }[case]
+    compiled = torch.compile(fn, backend="tpu")
+    with torch.no_grad():
+        for n in (3, 5, 3, 6):
+            x = torch.randn(n, 4)
+            xt = x.to("tpu")
+            torch._dynamo.mark_dynamic(xt, 0)
+            for got, expected in zip(compiled(xt), fn(x)):
+                assert (got.shape, got.stride()) == (expected.shape, expected.stride())
+                torch.testing.assert_close(got.cpu(), expected)
+    assert graph_runner.stats["padded_calls"] == 0
+
+
 def test_a_training_step_with_a_changed_batch_size():
     gen = torch.Generator().manual_seed(6)
     params = [p.requires_grad_() for p in mlp_params(gen)]

@@ -16,7 +16,9 @@ below checks that on the graph (an inference graph, no input mutation) with a su
   views, matrix products that do not contract over it, reductions, softmax and normalizations
   over other dimensions, embeddings, convolutions and pooling over batches, concatenation and
   slicing along other dimensions;
-* the size itself is only used as a shape (never as a number in the computation).
+* the size itself is only used as a shape (never as a number in the computation);
+* no output is a view of an input or of another output (AOTAutograd rebuilds such an output
+  from its unpadded base, with the strides of the padded one).
 
 Everything else (reductions over the dynamic dimension, attention over a dynamic sequence,
 BatchNorm statistics, losses, training graphs) keeps the per-shape programs of graph_runner.
@@ -28,6 +30,7 @@ import os
 
 import torch
 from torch.fx.experimental.symbolic_shapes import free_symbols
+from torch.multiprocessing.reductions import StorageWeakRef
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -168,6 +171,8 @@ def plan(gm, kind):
         why = _check(node, symbol)
         if why:
             return None, why
+    if _outputs_share_storage(nodes):
+        return None, "an output is a view of an input or of another output"
     out_dims = []
     for o in nodes[-1].args[0]:
         val = o.meta.get("val") if isinstance(o, torch.fx.Node) else None
@@ -180,6 +185,22 @@ def plan(gm, kind):
     if not pad_dims and not size_args:
         return None, "no input has the dynamic size"
     return Plan(symbol, size_args, pad_dims, out_dims), None
+
+
+def _outputs_share_storage(nodes):
+    """Whether an output's (fake) storage is an input's or another output's."""
+    seen = set()
+    for n in nodes:
+        if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor):
+            seen.add(StorageWeakRef(n.meta["val"].untyped_storage()))
+    for o in nodes[-1].args[0]:
+        val = o.meta.get("val") if isinstance(o, torch.fx.Node) else None
+        if isinstance(val, torch.Tensor):
+            ref = StorageWeakRef(val.untyped_storage())
+            if ref in seen:
+                return True
+            seen.add(ref)
+    return False
 
 
 def _check(node, symbol):

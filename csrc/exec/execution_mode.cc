@@ -14,6 +14,8 @@ std::atomic<EagerMode>& mode_slot() {
   return mode;
 }
 
+std::atomic<uint64_t> g_mode_changes{0};
+
 thread_local bool t_strict = false;
 thread_local bool t_fused = false;
 
@@ -35,10 +37,13 @@ void set_thread_fused(bool on) { t_fused = on; }
 StrictScope::StrictScope() : previous_(t_strict) { t_strict = true; }
 StrictScope::~StrictScope() { t_strict = previous_; }
 
+uint64_t mode_changes() { return g_mode_changes.load(std::memory_order_relaxed); }
+
 void set_eager_mode(EagerMode mode) {
   if (mode == mode_slot().load()) return;
   runtime::flush_pending_work();
   mode_slot().store(mode);
+  g_mode_changes.fetch_add(1, std::memory_order_relaxed);
   // Work recorded by another thread between the flush and the switch is flushed now.
   if (mode != EagerMode::kFused) runtime::flush_pending_work();
 }

@@ -7,6 +7,8 @@
 //                       program at a materialisation point (TORCH_TPU_DEFER_AND_FUSE=1).
 #pragma once
 
+#include <cstdint>
+
 namespace tpu::exec {
 
 enum class EagerMode { kDebug = 0, kStrict = 1, kFused = 2 };
@@ -22,6 +24,8 @@ EagerMode eager_mode();
 void set_thread_fused(bool on);
 // Changing the mode flushes recorded work first.
 void set_eager_mode(EagerMode mode);
+// How many times the process mode has changed (timings across a change compare nothing).
+uint64_t mode_changes();
 
 // While alive, the calling thread's ops run in Strict mode when the process is in Fused mode:
 // the work around a collective (and the copies a communication thread makes) is never recorded

@@ -71,19 +71,24 @@ bool records(EagerMode mode, const OpCall& call) {
 }  // namespace
 
 std::vector<FreshOutput> Executor::run(OpCall&& call) {
-  if (records(eager_mode(), call)) {
+  const EagerMode mode = eager_mode();
+  if (records(mode, call) && !fused_->diverts(call)) {
     profiler::HostSpan span("record");
     return fused_->record(std::move(call));
   }
-  return run(static_cast<const OpCall&>(call));
+  return launch(call, mode);
 }
 
 std::vector<FreshOutput> Executor::run(const OpCall& call) {
   const EagerMode mode = eager_mode();
-  if (records(mode, call)) {
+  if (records(mode, call) && !fused_->diverts(call)) {
     profiler::HostSpan span("record");
     return fused_->record(call);
   }
+  return launch(call, mode);
+}
+
+std::vector<FreshOutput> Executor::launch(const OpCall& call, EagerMode mode) {
   profiler::HostSpan span("executor");
 
   runtime::Runtime& rt = runtime::Runtime::get();

@@ -49,6 +49,8 @@ class Executor {
 
  private:
   Executor();
+  // Runs `call` as its own program (Strict and Debug mode, and Fused ops the graph diverts).
+  std::vector<FreshOutput> launch(const OpCall& call, EagerMode mode);
 
   ProgramCache& programs_;
   std::unique_ptr<FusedGraphs> fused_;

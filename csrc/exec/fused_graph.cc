@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "exec/background_compiles.h"
+#include "exec/execution_mode.h"
 #include "exec/zero_fill.h"
 #include "hlo/builder.h"
 #include "profiler/trace_hooks.h"
@@ -66,6 +67,9 @@ FusedStats& FusedStats::operator+=(const FusedStats& o) {
   split_reads += o.split_reads;
   collectives_recorded += o.collectives_recorded;
   graphs_with_collectives += o.graphs_with_collectives;
+  patterns_timed += o.patterns_timed;
+  patterns_strict += o.patterns_strict;
+  ops_run_strictly += o.ops_run_strictly;
   return *this;
 }
 
@@ -131,6 +135,85 @@ CallLayout::Slot FusedGraph::slot_of(runtime::DeviceStorage* s) {
   return CallLayout::Slot{s, {nullptr, c.type}, true};
 }
 
+void FusedGraph::cut_at_repeat_locked(const OpCall& call) {
+  // The full mark is built only for an op of the first op's kind (and for a graph's first op).
+  if (!capturing_ && nodes_.size() >= (continuing_ ? 1 : kMinOpsBeforeRepeat) &&
+      first_.is_op(call.op) && mark_of(call).repeats(first_)) {
+    count(&FusedStats::flushes_by_repeat);
+    flush_locked();
+  }
+}
+
+void FusedGraph::reset_advisor() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  advisor_ = FuseAdvisor();
+  advise_ = FuseAdvisor::enabled_by_env();
+  std::lock_guard<std::mutex> stats_lock(stats_mu_);
+  stats_.patterns_timed = stats_.patterns_strict = 0;  // the verdicts are forgotten
+  strict_ = false;
+}
+
+bool FusedGraph::diverts(const OpCall& call, bool owned) {
+  if (!advise_.load(std::memory_order_relaxed)) return false;
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (capturing_) return false;
+  if (owned || group_ != nullptr || call.group != nullptr || owner_.load() != std::thread::id()) {
+    advise_ = false;  // ranks must record the same ops: none may go its own way
+    strict_ = false;
+    return false;
+  }
+  // A strict stretch runs k iterations: up to the op with the candidate's mark that starts the
+  // next one (within a cap on its ops, in case the loop changed).
+  if (strict_) {
+    bool stop = false;
+    if (is_candidate(call)) {
+      if (strict_marks_left_ == 0) {
+        stop = true;  // this op starts the next iteration
+      } else {
+        --strict_marks_left_;
+      }
+    }
+    if (--strict_ops_left_ < 0) stop = true;
+    if (!stop) {
+      count(&FusedStats::ops_run_strictly);
+      return true;
+    }
+    strict_ = false;
+  }
+  cut_at_repeat_locked(call);
+  if (!nodes_.empty() || continuing_) return false;
+  const auto seconds = [] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  };
+  const uint64_t mark = cache::fingerprint(mark_of(call).light).hi;
+  FuseAdvisor::Now now;
+  now.seconds = seconds();
+  if (advisor_.boundary(mark, now.seconds)) {
+    runtime::Runtime::get().tracker(call.device).synchronize();
+    now.seconds = seconds();
+  }
+  const cache::CacheStats cs = programs_.executables().stats();
+  now.compiles = cs.compiles + cs.disk_loads;
+  now.epoch = mode_changes();
+  const int64_t strict = advisor_.start(mark, now);
+  if (mark == advisor_.candidate()) candidate_op_ = call.op;
+  {
+    std::lock_guard<std::mutex> stats_lock(stats_mu_);
+    stats_.patterns_timed = advisor_.stats().patterns_timed;
+    stats_.patterns_strict = advisor_.stats().patterns_strict;
+  }
+  if (strict <= 0) return false;
+  strict_ = true;
+  strict_marks_left_ = strict * advisor_.marks_per_iteration() - 1;  // this op is the first
+  strict_ops_left_ = 2 * strict * advisor_.ops_per_iteration() + 64;
+  count(&FusedStats::ops_run_strictly);
+  return true;
+}
+
+bool FusedGraph::is_candidate(const OpCall& call) const {
+  return call.op == candidate_op_ && cache::fingerprint(mark_of(call).light).hi == advisor_.candidate();
+}
+
 std::vector<FreshOutput> FusedGraph::record(OpCall call, bool owned) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   // One group per graph: a collective of another group starts a new graph (on every rank alike).
@@ -149,12 +232,7 @@ std::vector<FreshOutput> FusedGraph::record(OpCall call, bool owned) {
       flush_locked();
     }
   }
-  // The full mark is built only for an op of the first op's kind (and for a graph's first op).
-  if (!capturing_ && nodes_.size() >= (continuing_ ? 1 : kMinOpsBeforeRepeat) &&
-      first_.is_op(call.op) && mark_of(call).repeats(first_)) {
-    count(&FusedStats::flushes_by_repeat);
-    flush_locked();
-  }
+  cut_at_repeat_locked(call);
   std::optional<OpMark> first_mark;
   if (nodes_.empty() && !continuing_) first_mark = mark_of(call);  // before layout_of tracks inputs
   const auto slot_fn = [this](runtime::DeviceStorage* s) { return slot_of(s); };
@@ -223,6 +301,7 @@ std::vector<FreshOutput> FusedGraph::record(OpCall call, bool owned) {
   }
   nodes_.push_back(std::move(node));
   pending_ops_.store(nodes_.size(), std::memory_order_relaxed);  // counted in ops_recorded at reset
+  if (advise_.load(std::memory_order_relaxed) && !capturing_) advisor_.recorded(is_candidate(nodes_.back().call));
   return fresh;
 }
 
@@ -263,6 +342,10 @@ void FusedGraph::host_read() {
 
 void FusedGraph::set_capturing(bool on, bool bake) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (on) {
+    advisor_.interrupt();  // a capture is no iteration of the loop around it
+    strict_ = false;
+  }
   if (on) capture_cut_ = false;
   capturing_ = on;
   bake_ = on && bake;
@@ -574,6 +657,7 @@ void FusedGraph::flush_locked(CapturedProgram* captured, int read_value) {
     throw;
   }
   if (!compiled) count(&FusedStats::graph_replays);
+  advisor_.flushed(fps[0].hi);
   GroupLaunch collectives;
   if (group_ != nullptr) {
     collectives.group = group_;

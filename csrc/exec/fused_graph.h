@@ -38,6 +38,7 @@
 #include "cache/fingerprint.h"
 #include "exec/captured_program.h"
 #include "exec/fresh_output.h"
+#include "exec/fuse_advisor.h"
 #include "exec/graph_split.h"
 #include "exec/op_call.h"
 #include "exec/program_builder.h"
@@ -59,6 +60,9 @@ struct FusedStats {
   int64_t split_reads = 0;      // flushes for a host read run as two programs (graph_split.h)
   int64_t collectives_recorded = 0;  // collectives recorded into graphs (exec/replica_group.h)
   int64_t graphs_with_collectives = 0;  // graphs run as replicated programs with collectives
+  int64_t patterns_timed = 0;    // iteration patterns timed fused against strict (fuse_advisor.h)
+  int64_t patterns_strict = 0;   // ... found faster op by op, and run so
+  int64_t ops_run_strictly = 0;  // Fused-mode ops run in Strict mode for those (and for trials)
 
   FusedStats& operator+=(const FusedStats& o);
 };
@@ -68,6 +72,12 @@ class FusedGraph : public runtime::PendingWork {
   FusedGraph();
   ~FusedGraph() override;
 
+  // Whether `call`, an op the Fused mode would record, runs in Strict mode instead: the fuse
+  // advisor (exec/fuse_advisor.h) times the iterations of a loop both ways and runs strictly
+  // those that are faster so. Never inside a capture or with collectives (`owned`: see record).
+  bool diverts(const OpCall& call, bool owned = false);
+  // Starts the advisor afresh with FuseAdvisor::defaults() (what it learnt is forgotten).
+  void reset_advisor();
   // Records `call` (kept in the graph: pass it by move when the caller is done with it); fresh
   // outputs come back pending (bind them to their storages). With `owned` (the calling thread
   // is a rank inside spmd_safe), the graph becomes the thread's, as it does when it records a
@@ -141,6 +151,8 @@ class FusedGraph : public runtime::PendingWork {
   };
 
   OpMark mark_of(const OpCall& call) const;
+  // Flushes the graph when `call` repeats its first op (the start of the next iteration).
+  void cut_at_repeat_locked(const OpCall& call);
   CallLayout::Slot slot_of(runtime::DeviceStorage* s);
   int new_value(hlo::TensorType type, int param);
   // `read_value`: the value a host read needs now (>= 0 allows a split), or -1.
@@ -202,6 +214,15 @@ class FusedGraph : public runtime::PendingWork {
   std::string key_;  // signature of the graph so far
   OpMark first_;  // the first op of the current iteration (see record)
   bool continuing_ = false;  // the graph continues an iteration cut by the size limit
+  // The fuse advisor, off for good once the graph meets a collective or an spmd_safe region.
+  FuseAdvisor advisor_;
+  std::atomic<bool> advise_{FuseAdvisor::enabled_by_env()};
+  bool strict_ = false;            // in a strict stretch
+  int64_t strict_marks_left_ = 0;  // ... ops with the candidate's mark still to run strictly
+  int64_t strict_ops_left_ = 0;    // ... and a cap on its ops
+  std::string candidate_op_;       // the op of the advisor's candidate iteration start
+  // Whether `call` looks like the advisor's candidate for an iteration's first op.
+  bool is_candidate(const OpCall& call) const;
   // Read without the graph's lock: a stats read never waits for a flush in progress (whose
   // ranks may be meeting).
   void count(int64_t FusedStats::*field);

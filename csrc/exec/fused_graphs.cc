@@ -35,6 +35,12 @@ FusedGraph& FusedGraphs::of(int device) {
   return *g;
 }
 
+bool FusedGraphs::diverts(const OpCall& call) { return of(call.device).diverts(call, t_spmd_depth > 0); }
+
+void FusedGraphs::reset_advisors() {
+  each([](FusedGraph& g) { g.reset_advisor(); });
+}
+
 std::vector<FreshOutput> FusedGraphs::record(OpCall call) {
   note_other_device(call.device);
   const int device = call.device;

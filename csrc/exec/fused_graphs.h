@@ -29,6 +29,10 @@ class FusedGraphs : public runtime::PendingWork {
   // Records `call` into its device's graph (FusedGraph::record; inside spmd_safe the graph
   // becomes the calling thread's).
   std::vector<FreshOutput> record(OpCall call);
+  // Whether `call` runs in Strict mode instead (FusedGraph::diverts).
+  bool diverts(const OpCall& call);
+  // Every graph's advisor starts afresh (FusedGraph::reset_advisor).
+  void reset_advisors();
 
   // Every device's graph - except one holding collectives another thread recorded: only its
   // rank's own thread may launch it (launched from here it would wait for a part this thread

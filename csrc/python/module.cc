@@ -16,6 +16,7 @@
 #include "device/generator.h"
 #include "cache/disk_cache.h"
 #include "exec/executor.h"
+#include "exec/fuse_advisor.h"
 #include "exec/fused_graphs.h"
 #include "exec/program_cache.h"
 #include "lowering/registry.h"
@@ -112,6 +113,9 @@ py::dict cache_stats() {
   d["fused_split_reads"] = f.split_reads;
   d["collectives_in_graphs"] = f.collectives_recorded;
   d["graphs_with_collectives"] = f.graphs_with_collectives;
+  d["fused_patterns_timed"] = f.patterns_timed;
+  d["fused_patterns_strict"] = f.patterns_strict;
+  d["fused_ops_run_strictly"] = f.ops_run_strictly;
   return d;
 }
 
@@ -213,6 +217,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("_spmd_safe_region", [](int delta) { exec::FusedGraphs::spmd_safe_region(delta); });
   m.def("_in_spmd_safe_region", [] { return exec::FusedGraphs::in_spmd_safe_region(); });
   m.def("_dist_cut_collectives", [](bool cut) { exec::FusedGraphs::set_cut_collectives(cut); });
+  // Tests: the fuse advisor's settings (exec/fuse_advisor.h); every graph's advisor starts afresh.
+  m.def("_configure_fuse_advisor", [](double margin, double min_window_seconds, int strict_iterations,
+                                      double max_iteration_seconds) {
+    exec::FuseAdvisor::Config& c = exec::FuseAdvisor::defaults();
+    c.margin = margin;
+    c.min_window_seconds = min_window_seconds;
+    c.strict_iterations = strict_iterations;
+    c.max_iteration_seconds = max_iteration_seconds;
+    exec::Executor::get().fused().reset_advisors();
+  }, py::arg("margin") = exec::FuseAdvisor::Config{}.margin,
+     py::arg("min_window_seconds") = exec::FuseAdvisor::Config{}.min_window_seconds,
+     py::arg("strict_iterations") = exec::FuseAdvisor::Config{}.strict_iterations,
+     py::arg("max_iteration_seconds") = exec::FuseAdvisor::Config{}.max_iteration_seconds);
   m.def("_clear_compilation_cache", [](bool disk) {
     exec::ProgramCache::get().clear(disk);
   });

@@ -15,7 +15,10 @@ def compilation_cache_stats():
     ``disk_bytes`` and ``disk_dir``; and Fused Eager's ``fused_ops_recorded``,
     ``fused_graphs_run``, ``fused_graph_compiles``, ``fused_graph_replays``,
     ``fused_flushes_by_repeat``, ``fused_flushes_by_size`` and ``fused_split_reads`` (flushes
-    for a host read run as the read value's dependencies, then the rest); ``donated_buffers`` (input
+    for a host read run as the read value's dependencies, then the rest); the fuse advisor's
+    ``fused_patterns_timed`` (loop iteration patterns timed fused against op by op),
+    ``fused_patterns_strict`` (those found faster op by op, which then run in Strict mode) and
+    ``fused_ops_run_strictly`` (Fused-mode ops it ran strictly, trials included); ``donated_buffers`` (input
     buffers that programs - per-op, fused graphs, compiled graphs, collectives - took over for
     their outputs, including one the program before is still writing).
     """

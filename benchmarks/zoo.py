@@ -9,7 +9,8 @@ Strict and Fused Eager with the loss read every step, every 10 steps and once pe
 round when a round is shorter), torch.compile(backend="tpu") of the whole step, PyTorch CPU eager
 and Inductor (torch.compile on the CPU). Each model and size runs in a process of its own: the
 first three steps of every contender are checked against CPU eager's losses, a warm-up round runs
-the same loop as the measured ones, then the contenders take turns in rounds of about
+the same loop as the measured ones (for Fused, repeated until its fuse advisor has timed the
+loop fused against op by op, at most six rounds), then the contenders take turns in rounds of about
 ``--round-seconds`` each, and medians of the per-round step times are reported. Fused's programs
 compiled during the measured rounds are counted (a steady loop should compile nothing).
 

@@ -185,7 +185,7 @@ bool FusedGraph::diverts(const OpCall& call, bool owned) {
   const auto seconds = [] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   };
-  const uint64_t mark = cache::fingerprint(mark_of(call).light).hi;
+  const uint64_t mark = mark_hash(call);
   FuseAdvisor::Now now;
   now.seconds = seconds();
   if (advisor_.boundary(mark, now.seconds)) {
@@ -210,8 +210,10 @@ bool FusedGraph::diverts(const OpCall& call, bool owned) {
   return true;
 }
 
+uint64_t FusedGraph::mark_hash(const OpCall& call) const { return cache::fingerprint(mark_of(call).light).hi; }
+
 bool FusedGraph::is_candidate(const OpCall& call) const {
-  return call.op == candidate_op_ && cache::fingerprint(mark_of(call).light).hi == advisor_.candidate();
+  return call.op == candidate_op_ && mark_hash(call) == advisor_.candidate();
 }
 
 std::vector<FreshOutput> FusedGraph::record(OpCall call, bool owned) {

@@ -221,6 +221,8 @@ class FusedGraph : public runtime::PendingWork {
   int64_t strict_marks_left_ = 0;  // ... ops with the candidate's mark still to run strictly
   int64_t strict_ops_left_ = 0;    // ... and a cap on its ops
   std::string candidate_op_;       // the op of the advisor's candidate iteration start
+  // The advisor's word for `call`'s op mark (op, attributes, view shapes).
+  uint64_t mark_hash(const OpCall& call) const;
   // Whether `call` looks like the advisor's candidate for an iteration's first op.
   bool is_candidate(const OpCall& call) const;
   // Read without the graph's lock: a stats read never waits for a flush in progress (whose

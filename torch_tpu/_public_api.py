@@ -128,6 +128,9 @@ PUBLIC = {
         "sparse_dense_matmul_grad_with_adam": (_SPARSE + "sparse_dense_matmul_grad_with_adam", EXPERIMENTAL),
         "sparse_dense_matmul_grad_with_sgd": (_SPARSE + "sparse_dense_matmul_grad_with_sgd", EXPERIMENTAL),
         "sparse_dense_matmul_gradient_stack": (_SPARSE + "sparse_dense_matmul_gradient_stack", EXPERIMENTAL),
+        "sparse_gather": (_OPS + "sparse_rows:sparse_gather", EXPERIMENTAL),
+        "sparse_gather_backward": (_OPS + "sparse_rows:sparse_gather_backward", EXPERIMENTAL),
+        "sparse_iota": (_OPS + "sparse_rows:sparse_iota", EXPERIMENTAL),
         "strip_jagged_padding": (_OPS + "jagged:strip_jagged_padding", EXPERIMENTAL),
     },
     "torch.tpu.optimizers": {
@@ -150,7 +153,7 @@ PUBLIC = {
 DOCS = {
     "torch.tpu.compiler": "XLA compiler options for the programs compiled in a block.",
     "torch.tpu.distributed": "SPMD regions, topology-aware meshes and the launch environment.",
-    "torch.tpu.ops": "Ops beyond ATen: barriers, pooling without indices, jagged helpers, collectives.",
+    "torch.tpu.ops": "Ops beyond ATen: barriers, pooling without indices, jagged helpers, collectives, MoE and SparseCore-style sparse ops.",
     "torch.tpu.optimizers": "Functional optimizers and SingleTraceTrainer: a whole training step as one program.",
     "torch.tpu.pallas": "Custom kernels from JAX / Pallas and StableHLO (JAX is imported on first use).",
     "torch.tpu.profiler": "Options of the tpu trace for torch.profiler (TpuProfilerConfig).",

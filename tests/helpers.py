@@ -32,3 +32,22 @@ def run_both(fn, *tensors, device="tpu"):
     """fn applied to CPU tensors and to their tpu copies: (tpu result, cpu result)."""
     on_tpu = [t.to(device) if isinstance(t, torch.Tensor) else t for t in tensors]
     return fn(*on_tpu), fn(*tensors)
+
+
+def assert_each_call_is_one_program(calls, eager):
+    """Each of `calls` (tpu work), once compiled, runs as exactly one program in eager mode
+    `eager`, with no new compile."""
+    from torch_tpu.execution_mode import mode
+
+    def counts():
+        stats = torch.tpu.compilation_cache_stats()
+        return stats["executions"], stats["compiles"]
+
+    with mode(eager):
+        for call in calls:
+            call()  # compiles
+            torch.tpu.synchronize()
+            executions, compiles = counts()
+            call()
+            torch.tpu.synchronize()
+            assert counts() == (executions + 1, compiles), (counts(), executions, compiles)

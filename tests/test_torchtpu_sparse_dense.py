@@ -9,7 +9,7 @@ import torch
 
 import torch_tpu
 from torch_tpu.execution_mode import EagerMode, mode
-from helpers import assert_close
+from helpers import assert_close, assert_each_call_is_one_program
 
 ops = torch.tpu.ops
 
@@ -44,10 +44,6 @@ def _dense(ids, samples, gains):
 
 def _tpu(*tensors):
     return [t.to("tpu") for t in tensors]
-
-
-def _executions():
-    return torch.tpu.compilation_cache_stats()["executions"]
 
 
 def test_lookup_matches_the_dense_product_and_differentiates():
@@ -115,15 +111,7 @@ def test_each_call_is_one_program(eager):
         lambda: ops.sparse_dense_matmul_grad_with_adam(rp, ids, samples, gains, table, m, v, grad_out, 0.1, 0.9,
                                                        0.99, 1e-8, BATCH, 8, 8, "a"),
     ]
-    with mode(eager):
-        for call in calls:
-            call()  # compiles
-            torch.tpu.synchronize()
-            before, compiles = _executions(), torch.tpu.compilation_cache_stats()["compiles"]
-            call()
-            torch.tpu.synchronize()
-            assert _executions() - before == 1
-            assert torch.tpu.compilation_cache_stats()["compiles"] == compiles
+    assert_each_call_is_one_program(calls, eager)
 
 
 def test_a_dlrm_style_step_in_fused_eager_and_compile_equals_cpu():

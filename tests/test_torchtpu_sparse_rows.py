@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import torch_tpu
-from torch_tpu.execution_mode import EagerMode, mode
-from helpers import assert_close
+from torch_tpu.execution_mode import EagerMode
+from helpers import assert_close, assert_each_call_is_one_program
 
 ops = torch.tpu.ops
 
@@ -45,10 +45,6 @@ def _iota_reference(row_pointers, max_non_zeroes):
         else:
             out.append(-1)
     return torch.tensor(out, dtype=torch.int32)
-
-
-def _executions():
-    return torch.tpu.compilation_cache_stats()["executions"]
 
 
 def test_sparse_gather_equals_the_rows_and_differentiates_as_its_backward():
@@ -94,15 +90,7 @@ def test_each_call_is_one_program(eager):
     calls = [lambda: ops.sparse_gather(rp, indices, operand, PER_ROW),
              lambda: ops.sparse_gather_backward(grad_out, indices, operand),
              lambda: ops.sparse_iota(rp, 9, PER_ROW)]
-    with mode(eager):
-        for call in calls:
-            call()  # compiles
-            torch.tpu.synchronize()
-            before, compiles = _executions(), torch.tpu.compilation_cache_stats()["compiles"]
-            call()
-            torch.tpu.synchronize()
-            assert _executions() - before == 1
-            assert torch.tpu.compilation_cache_stats()["compiles"] == compiles
+    assert_each_call_is_one_program(calls, eager)
 
 
 def test_inside_torch_compile_with_no_fallback(monkeypatch):

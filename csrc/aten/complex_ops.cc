@@ -33,7 +33,7 @@ bool lowering_supports_complex(const std::string& op, const lowering::Attrs& att
       // products
       "mm", "bmm", "mv", "dot", "addmm", "addmv", "cross",
       // LU and triangular solves (LAPACK's pivoting and adjoints for complex)
-      "lu_factor", "apply_pivots", "lu_split", "lu_det", "triangular_solve", "eigh", "cholesky", "geqrf", "householder_product",
+      "lu_factor", "apply_pivots", "lu_split", "lu_det", "triangular_solve", "eigh", "eig", "cholesky", "geqrf", "householder_product",
       "ldl_factor", "ldl_solve", "matrix_exp",
       // data movement
       "cat", "pad_constant", "pad_index", "pad_index_backward", "roll", "flip", "triangle", "eye", "im2col",

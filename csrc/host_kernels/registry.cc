@@ -1,6 +1,7 @@
 #include "host_kernels/registry.h"
 
 #include "common/env_flag.h"
+#include "host_kernels/eig.h"
 #include "host_kernels/packed_matmul.h"
 #include "host_kernels/paged_decode_attention.h"
 #include "pjrt/ffi_extension.h"
@@ -11,11 +12,13 @@ namespace {
 struct Entry {
   const char* name;
   void* (*handler)();
+  bool (*available)();  // nullptr: always
 };
 
 constexpr Entry kKernels[] = {
-    {kPagedDecodeAttention, &paged_decode_attention_handler},
-    {kPackedMatmul, &packed_matmul_handler},
+    {kPagedDecodeAttention, &paged_decode_attention_handler, nullptr},
+    {kPackedMatmul, &packed_matmul_handler, nullptr},
+    {kEig, &eig_handler, &eig_available},
 };
 
 }  // namespace
@@ -24,6 +27,7 @@ std::vector<std::string> register_all(const PJRT_Api* api, const std::string& pl
   std::vector<std::string> names;
   if (!env_flag("TORCH_TPU_HOST_KERNELS", true) || !pjrt::has_ffi_handler_registration(api)) return names;
   for (const Entry& e : kKernels) {
+    if (e.available != nullptr && !e.available()) continue;
     pjrt::register_ffi_handler(api, e.name, e.handler(), platform);
     names.push_back(e.name);
   }

@@ -245,6 +245,22 @@ Args lower_eigh(Context& ctx, const Args& in) {
   return {r[1], r[0]};
 }
 
+// eig: inputs [A [B, n, n]] (real or complex); attrs vectors -> (eigenvalues [B, n], and with
+// vectors the eigenvectors [B, n, n] as columns), complex of A's precision. StableHLO has no
+// general eig: the host kernel torch_tpu_eig (host_kernels/eig.h) computes it on plugins that
+// register it; the aten kernel sends other plugins' calls to the CPU.
+Args lower_eig(Context& ctx, const Args& in) {
+  auto& b = ctx.b;
+  const Dims d = b.dims(in[0]);
+  const ElementType c = complex_part(b.dtype(in[0])) == ElementType::kF64 ? ElementType::kC128 : ElementType::kC64;
+  const bool vectors = ctx.attrs.get_bool("vectors");
+  std::vector<TensorType> types = {TensorType{c, {d[0], d[1]}}};
+  if (vectors) types.push_back(TensorType{c, d});
+  const std::string config = std::string("call_target_name = \"torch_tpu_eig\", api_version = 4 : i32, "
+                                         "backend_config = {vectors = ") + (vectors ? "1" : "0") + " : i64}";
+  return b.emit_multi("stablehlo.custom_call", {in[0]}, types, config);
+}
+
 // qr (geqrf): inputs [A [B, m, n]] -> (packed Householder vectors and R [B, m, n], taus
 // [B, min(m, n)]), LAPACK's layout; XLA expands the "Qr" custom call.
 Args lower_geqrf(Context& ctx, const Args& in) {
@@ -264,6 +280,7 @@ Args lower_householder_product(Context& ctx, const Args& in) {
 }
 
 TPU_REGISTER_LOWERING("eigh", lower_eigh);
+TPU_REGISTER_LOWERING("eig", lower_eig);
 TPU_REGISTER_LOWERING("geqrf", lower_geqrf);
 TPU_REGISTER_LOWERING("householder_product", lower_householder_product);
 TPU_REGISTER_LOWERING("cholesky", lower_cholesky);

@@ -8,6 +8,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "aten/complex_support.h"
 #include "aten/linalg_common.h"
@@ -45,7 +46,9 @@ std::pair<at::Tensor, at::Tensor> eig(const at::Tensor& a, bool vectors) {
   return {out[0].reshape(vshape), vectors ? unflatten(out[1], batch) : at::Tensor()};
 }
 
-// linalg_eig(self) and linalg_eig.out(self, eigenvalues, eigenvectors).
+// linalg_eig(self) / linalg_eig.out(self, eigenvalues, eigenvectors) with kVectors, and
+// _linalg_eigvals(self) / linalg_eigvals.out(self, out) without.
+template <bool kVectors>
 void k_eig_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t args = op.schema().arguments().size();
   const at::Tensor a = torch::jit::peek(*stack, 0, args).toTensor();
@@ -53,47 +56,23 @@ void k_eig_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     run_cpu_fallback(op, stack);
     return;
   }
-  auto [values, vectors] = eig(a, true);
-  if (args == 1) {
-    torch::jit::drop(*stack, 1);
-    stack->emplace_back(std::move(values));
-    stack->emplace_back(std::move(vectors));
-    return;
+  auto [values, vectors] = eig(a, kVectors);
+  std::vector<at::Tensor> results = {std::move(values)};
+  if (kVectors) results.push_back(std::move(vectors));
+  for (size_t i = 0; args > 1 && i < results.size(); ++i) {  // the out= form: write and return the outs
+    at::Tensor out = torch::jit::peek(*stack, 1 + i, args).toTensor();
+    write_out(results[i], out);
+    results[i] = out;
   }
-  at::Tensor out_values = torch::jit::peek(*stack, 1, args).toTensor();
-  at::Tensor out_vectors = torch::jit::peek(*stack, 2, args).toTensor();
-  write_out(values, out_values);
-  write_out(vectors, out_vectors);
   torch::jit::drop(*stack, args);
-  stack->emplace_back(std::move(out_values));
-  stack->emplace_back(std::move(out_vectors));
-}
-
-// _linalg_eigvals(self) and linalg_eigvals.out(self, out).
-void k_eigvals_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const size_t args = op.schema().arguments().size();
-  const at::Tensor a = torch::jit::peek(*stack, 0, args).toTensor();
-  if (!kernel_registered()) {
-    run_cpu_fallback(op, stack);
-    return;
-  }
-  at::Tensor values = eig(a, false).first;
-  if (args == 1) {
-    torch::jit::drop(*stack, 1);
-    stack->emplace_back(std::move(values));
-    return;
-  }
-  at::Tensor out = torch::jit::peek(*stack, 1, args).toTensor();
-  write_out(values, out);
-  torch::jit::drop(*stack, args);
-  stack->emplace_back(std::move(out));
+  for (auto& r : results) stack->emplace_back(std::move(r));
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("linalg_eig", torch::CppFunction::makeFromBoxedFunction<&k_eig_boxed>());
-  m.impl("linalg_eig.out", torch::CppFunction::makeFromBoxedFunction<&k_eig_boxed>());
-  m.impl("_linalg_eigvals", torch::CppFunction::makeFromBoxedFunction<&k_eigvals_boxed>());
-  m.impl("linalg_eigvals.out", torch::CppFunction::makeFromBoxedFunction<&k_eigvals_boxed>());
+  m.impl("linalg_eig", torch::CppFunction::makeFromBoxedFunction<&k_eig_boxed<true>>());
+  m.impl("linalg_eig.out", torch::CppFunction::makeFromBoxedFunction<&k_eig_boxed<true>>());
+  m.impl("_linalg_eigvals", torch::CppFunction::makeFromBoxedFunction<&k_eig_boxed<false>>());
+  m.impl("linalg_eigvals.out", torch::CppFunction::makeFromBoxedFunction<&k_eig_boxed<false>>());
 }
 
 }  // namespace

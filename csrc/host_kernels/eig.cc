@@ -26,11 +26,11 @@ using ComplexGeev = void (*)(const char*, const char*, const int*, std::complex<
 
 void* lapack(const char* name) { return dlsym(RTLD_DEFAULT, name); }
 
+// One routine per instantiation (each routine type has one name), looked up once, thread-safely.
 template <typename T>
 T* routine(const char* name) {
-  static void* f = nullptr;  // one static per instantiation (per routine type)
-  if (f == nullptr) f = lapack(name);
-  return reinterpret_cast<T*>(f);
+  static T* const f = reinterpret_cast<T*>(lapack(name));
+  return f;
 }
 
 constexpr const char* kNotFinite = "torch.linalg.eig: input tensor should not contain infs or NaNs.";

@@ -50,6 +50,11 @@ bool lowering_supports_complex(const std::string& op, const lowering::Attrs& att
   return kOk.count(op) > 0;
 }
 
+bool lowering_moves_bits(const std::string& op) {
+  static const std::set<std::string> kMoves = {"copy", "cat", "flip", "roll", "index", "index_select", "gather", "take"};
+  return kMoves.count(op) > 0;
+}
+
 namespace {
 
 at::ScalarType real_of(at::ScalarType t) { return c10::toRealValueType(t); }

@@ -14,6 +14,9 @@ namespace tpu::aten {
 
 // Whether lowering `op` (with these attributes) computes complex values correctly.
 bool lowering_supports_complex(const std::string& op, const lowering::Attrs& attrs);
+// Whether lowering `op` only moves elements (copies, views, concatenation, indexing): it may see
+// complex32 values as their bits. Every other lowering sees them widened to complex64.
+bool lowering_moves_bits(const std::string& op);
 
 // The pointwise kernel's hook for a complex compute dtype: runs abs/angle (whose results are
 // real) and sends ops without complex support to the CPU fallback. Returns false when the

@@ -43,12 +43,18 @@ OpRunner& OpRunner::input(const at::Tensor& t, at::ScalarType compute) {
   // PyTorch lets the lazy conjugate/negative bits through to matmul-like kernels: materialise.
   if (t.is_conj() || t.is_neg()) return input(t.resolve_conj().resolve_neg(), compute);
   note_device(t);
-  call_.inputs.push_back(exec::Input::tensor(&storage(t), view_of(t), element_type(compute)));
+  ElementType ce = element_type(compute);
+  if (ce == ElementType::kC32 && !lowering_moves_bits(call_.op)) {  // computes widened
+    ce = ElementType::kC64;
+    widened_ = true;
+  }
+  call_.inputs.push_back(exec::Input::tensor(&storage(t), view_of(t), ce));
   keep_alive_.push_back(t);
   return *this;
 }
 
 OpRunner& OpRunner::scalar(const at::Scalar& s, at::ScalarType dtype) {
+  if (dtype == at::kComplexHalf) dtype = at::kComplexFloat;  // complex32 computes as complex64
   const ElementType et = element_type(dtype);
   if (is_complex(et)) {  // runtime scalars are real: a complex one travels as a 0-dim tensor
     const int d = device_ >= 0 ? device_ : static_cast<int>(c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index());
@@ -82,7 +88,10 @@ void check_complex_support(const exec::OpCall& call_) {
   for (const auto& in : call_.inputs) {
     complex |= in.kind == exec::Input::Kind::kTensor && (is_complex(in.view.dtype) || is_complex(in.compute));
   }
-  for (const auto& out : call_.outputs) complex |= out.has_value() && is_complex(out->view.dtype);
+  for (const auto& out : call_.outputs) {
+    complex |= out.has_value() && (is_complex(out->view.dtype) || out->view.dtype == ElementType::kC32);
+  }
+  if (complex && lowering_moves_bits(call_.op)) return;
   TORCH_CHECK_NOT_IMPLEMENTED(!complex || lowering_supports_complex(call_.op, call_.attrs), call_.label,
                               " does not support complex tensors on tpu yet. Fix: compute it on the CPU "
                               "(t.cpu()) or on real and imaginary parts (torch.view_as_real).");
@@ -109,6 +118,12 @@ std::vector<at::Tensor> OpRunner::execute() {
   std::vector<at::Tensor> out;
   out.reserve(fresh.size());
   for (auto& f : fresh) out.push_back(wrap(std::move(f), device_, label));
+  if (widened_) {  // results the op gives as complex32 (or float16 parts) were computed widened: narrow them
+    for (auto& t : out) {
+      if (t.scalar_type() == at::kComplexFloat) t = t.to(at::kComplexHalf);
+      else if (t.scalar_type() == at::kFloat) t = t.to(at::kHalf);
+    }
+  }
   return out;
 }
 

@@ -55,6 +55,7 @@ class OpRunner {
   profiler::HostSpan span_{"kernel"};
   exec::OpCall call_;
   bool ran_ = false;
+  bool widened_ = false;  // a complex32 input computes as complex64: so do its fresh outputs
   int device_ = -1;
   std::vector<at::Tensor> keep_alive_;
 };

@@ -24,11 +24,12 @@ ElementType element_type(at::ScalarType t) {
     case at::kUInt64: return ElementType::kU64;
     case at::kComplexFloat: return ElementType::kC64;
     case at::kComplexDouble: return ElementType::kC128;
+    case at::kComplexHalf: return ElementType::kC32;
     default: break;
   }
   TORCH_CHECK_TYPE(false, "tpu does not support dtype ", t,
                    ". Supported: float32, float64, bfloat16, float16, int64, int32, int16, int8, "
-                   "uint8, bool, complex64 and complex128. Fix: convert the tensor on the CPU "
+                   "uint8, bool, complex32, complex64 and complex128. Fix: convert the tensor on the CPU "
                    "first, e.g. t.to(torch.float32) or t.to(torch.complex64).");
 }
 
@@ -36,7 +37,7 @@ bool is_supported(at::ScalarType t) {
   switch (t) {
     case at::kFloat: case at::kDouble: case at::kBFloat16: case at::kHalf: case at::kLong:
     case at::kInt: case at::kShort: case at::kChar: case at::kByte: case at::kBool:
-    case at::kUInt32: case at::kUInt64: case at::kComplexFloat: case at::kComplexDouble:
+    case at::kUInt32: case at::kUInt64: case at::kComplexFloat: case at::kComplexDouble: case at::kComplexHalf:
       return true;
     default:
       return false;
@@ -59,6 +60,7 @@ at::ScalarType scalar_type(ElementType t) {
     case ElementType::kU64: return at::kUInt64;
     case ElementType::kC64: return at::kComplexFloat;
     case ElementType::kC128: return at::kComplexDouble;
+    case ElementType::kC32: return at::kComplexHalf;
   }
   return at::kFloat;
 }

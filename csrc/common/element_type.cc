@@ -15,7 +15,7 @@ const Info& info(ElementType t) {
       {4, "i32", "int32"},    {8, "i64", "int64"},     {1, "ui8", "uint8"},
       {4, "ui32", "uint32"},  {8, "ui64", "uint64"},   {2, "f16", "float16"},
       {2, "bf16", "bfloat16"}, {4, "f32", "float32"},  {8, "f64", "float64"},
-      {8, "complex<f32>", "complex64"}, {16, "complex<f64>", "complex128"},
+      {8, "complex<f32>", "complex64"}, {16, "complex<f64>", "complex128"}, {4, "ui32", "complex32"},
   };
   return table[static_cast<size_t>(t)];
 }

@@ -23,6 +23,10 @@ enum class ElementType : uint8_t {
   kF64,
   kC64,   // complex<f32>: (real, imag) pairs, as PyTorch's complex64
   kC128,  // complex<f64>
+  kC32,   // complex<f16>, PyTorch's complex32: no PJRT or StableHLO type, so stored as the 32 bits
+          // of its (real, imag) float16 pair (a U32 buffer, "ui32" in programs). Lowerings never
+          // compute on it: values are widened to complex64 when read and narrowed when written
+          // (lowering/cast.cc); only ops that move bits unchanged see it (aten/op_runner.cc).
 };
 
 // Size of one element in bytes (a bool occupies one byte, as in PyTorch).
@@ -44,8 +48,8 @@ inline ElementType complex_part(ElementType t) {
 inline bool is_unsigned(ElementType t) {
   return t == ElementType::kU8 || t == ElementType::kU32 || t == ElementType::kU64;
 }
-inline bool is_integral(ElementType t) {  // excludes bool and complex
-  return !is_floating(t) && !is_complex(t) && t != ElementType::kBool;
+inline bool is_integral(ElementType t) {  // excludes bool and complex (complex32 too)
+  return !is_floating(t) && !is_complex(t) && t != ElementType::kBool && t != ElementType::kC32;
 }
 
 }  // namespace tpu

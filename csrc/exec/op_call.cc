@@ -43,6 +43,10 @@ std::string ScalarValue::bytes() const {
       const double parts[2] = {f, 0.0};
       return std::string(reinterpret_cast<const char*>(parts), sizeof(parts));
     }
+    case ElementType::kC32: {  // a real value: float16 bits, then a zero imaginary part
+      const uint16_t parts[2] = {f16_bits(static_cast<float>(f)), 0};
+      return std::string(reinterpret_cast<const char*>(parts), sizeof(parts));
+    }
   }
   return {};
 }

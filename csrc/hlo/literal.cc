@@ -35,6 +35,8 @@ std::string float_literal(ElementType t, double value) {
     case ElementType::kC64:
     case ElementType::kC128:  // a real value: (value, 0)
       return "(" + float_literal(complex_part(t), value) + ", " + float_literal(complex_part(t), 0.0) + ")";
+    case ElementType::kC32:  // a real value: its float16 bits in the low half, a zero imaginary part
+      return std::to_string(f16_bits(static_cast<float>(value)));
     default: break;
   }
   // Integral target: truncate toward zero like a C cast (callers pass in-range values).
@@ -50,7 +52,8 @@ std::string int_literal(ElementType t, int64_t value) {
     case ElementType::kF32:
     case ElementType::kF64:
     case ElementType::kC64:
-    case ElementType::kC128: return float_literal(t, static_cast<double>(value));
+    case ElementType::kC128:
+    case ElementType::kC32: return float_literal(t, static_cast<double>(value));
     default: return std::to_string(value);
   }
 }

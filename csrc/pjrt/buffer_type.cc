@@ -21,6 +21,7 @@ PJRT_Buffer_Type to_pjrt(ElementType t) {
     case ElementType::kF64: return PJRT_Buffer_Type_F64;
     case ElementType::kC64: return PJRT_Buffer_Type_C64;
     case ElementType::kC128: return PJRT_Buffer_Type_C128;
+    case ElementType::kC32: return PJRT_Buffer_Type_U32;  // its bits
   }
   return PJRT_Buffer_Type_INVALID;
 }

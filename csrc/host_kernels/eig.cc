@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <string>
@@ -17,10 +18,10 @@ using ffi_abi::Buffer;
 // LAPACK's ?geev (Fortran calling convention: every argument by pointer; 32-bit integers, as in
 // the LP64 LAPACK libtorch links).
 template <typename R>
-using RealGeev = void (*)(const char*, const char*, const int*, R*, const int*, R*, R*, R*, const int*, R*,
+using RealGeev = void(const char*, const char*, const int*, R*, const int*, R*, R*, R*, const int*, R*,
                           const int*, R*, const int*, int*);
 template <typename R>
-using ComplexGeev = void (*)(const char*, const char*, const int*, std::complex<R>*, const int*, std::complex<R>*,
+using ComplexGeev = void(const char*, const char*, const int*, std::complex<R>*, const int*, std::complex<R>*,
                              std::complex<R>*, const int*, std::complex<R>*, const int*, std::complex<R>*,
                              const int*, R*, int*);
 
@@ -57,7 +58,7 @@ bool finite(const T* a, int64_t count) {
 
 // One real matrix: w[n], v[n, n] (row-major, columns are vectors; nullptr: values only).
 template <typename R>
-std::string eig_real(RealGeev<R> geev, const R* a, int n, std::complex<R>* w, std::complex<R>* v) {
+std::string eig_real(RealGeev<R>* geev, const R* a, int n, std::complex<R>* w, std::complex<R>* v) {
   std::vector<R> col, wr(n), wi(n), vr(v ? static_cast<size_t>(n) * n : 1);
   to_column_major(a, n, col);
   const char jobvl = 'N', jobvr = v ? 'V' : 'N';
@@ -91,7 +92,7 @@ std::string eig_real(RealGeev<R> geev, const R* a, int n, std::complex<R>* w, st
 }
 
 template <typename R>
-std::string eig_complex(ComplexGeev<R> geev, const std::complex<R>* a, int n, std::complex<R>* w,
+std::string eig_complex(ComplexGeev<R>* geev, const std::complex<R>* a, int n, std::complex<R>* w,
                         std::complex<R>* v) {
   using C = std::complex<R>;
   std::vector<C> col, vr(v ? static_cast<size_t>(n) * n : 1);
@@ -129,7 +130,9 @@ std::string each_matrix(const Buffer& a, const Buffer& w, const Buffer* v, F&& o
   return "";
 }
 
-constexpr int32_t kF64 = 12, kC64 = 15, kC128 = 18;  // XLA FFI data types
+using ffi_abi::kC128;
+using ffi_abi::kC64;
+using ffi_abi::kF64;
 
 std::string check(const HostCall& call, bool vectors) {
   if (call.num_args() != 1 || call.num_results() != (vectors ? 2 : 1))
@@ -160,22 +163,22 @@ ffi_abi::Error* handle(ffi_abi::CallFrame* frame) {
     switch (a.dtype) {
       case ffi_abi::kF32:
         problem = each_matrix<float, float>(a, w, v, [](auto... x) {
-          return eig_real<float>(routine<std::remove_pointer_t<RealGeev<float>>>("sgeev_"), x...);
+          return eig_real<float>(routine<RealGeev<float>>("sgeev_"), x...);
         });
         break;
       case kF64:
         problem = each_matrix<double, double>(a, w, v, [](auto... x) {
-          return eig_real<double>(routine<std::remove_pointer_t<RealGeev<double>>>("dgeev_"), x...);
+          return eig_real<double>(routine<RealGeev<double>>("dgeev_"), x...);
         });
         break;
       case kC64:
         problem = each_matrix<std::complex<float>, float>(a, w, v, [](auto... x) {
-          return eig_complex<float>(routine<std::remove_pointer_t<ComplexGeev<float>>>("cgeev_"), x...);
+          return eig_complex<float>(routine<ComplexGeev<float>>("cgeev_"), x...);
         });
         break;
       default:
         problem = each_matrix<std::complex<double>, double>(a, w, v, [](auto... x) {
-          return eig_complex<double>(routine<std::remove_pointer_t<ComplexGeev<double>>>("zgeev_"), x...);
+          return eig_complex<double>(routine<ComplexGeev<double>>("zgeev_"), x...);
         });
         break;
     }

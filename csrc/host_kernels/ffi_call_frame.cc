@@ -38,7 +38,7 @@ double HostCall::scalar_attr(std::string_view name, double fallback) const {
       case kF32: return *static_cast<const float*>(s->value);
       case kS32: return *static_cast<const int32_t*>(s->value);
       case kS64: return static_cast<double>(*static_cast<const int64_t*>(s->value));
-      case 12: return *static_cast<const double*>(s->value);  // F64
+      case kF64: return *static_cast<const double*>(s->value);
       default: return fallback;
     }
   }

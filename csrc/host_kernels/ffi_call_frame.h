@@ -60,7 +60,7 @@ struct Api {
   ErrorCreate error_create;  // the table goes on; nothing past this is used
 };
 
-enum DataType : int32_t { kS32 = 4, kS64 = 5, kF16 = 10, kF32 = 11, kBF16 = 16 };
+enum DataType : int32_t { kS32 = 4, kS64 = 5, kF16 = 10, kF32 = 11, kF64 = 12, kC64 = 15, kBF16 = 16, kC128 = 18 };
 
 struct Buffer {
   size_t struct_size;

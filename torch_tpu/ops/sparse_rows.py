@@ -27,7 +27,7 @@ row program, which the original does not document (docs/migrating_from_torchtpu.
 
 import torch
 
-from .sparse_dense import _one_program
+from .sparse_dense import _masked, _one_program
 
 
 def _check_index(name, arg, t):
@@ -52,10 +52,6 @@ def _slots(indices, rows):
     return valid, torch.where(valid, indices.long(), zero)
 
 
-def _mask_rows(valid, values):
-    return torch.where(valid.unsqueeze(1), values, torch.zeros((), dtype=values.dtype, device=values.device))
-
-
 def sparse_gather(row_pointers, indices, operand, max_non_zeroes_per_row):
     """``operand``'s rows at ``indices`` (zeros at padding slots): ``[len(indices), dim]``."""
     name = "sparse_gather"
@@ -72,7 +68,7 @@ def sparse_gather(row_pointers, indices, operand, max_non_zeroes_per_row):
 
     def run():
         valid, rows = _slots(indices, operand.shape[0])
-        return _mask_rows(valid, operand.index_select(0, rows))
+        return _masked(valid, operand.index_select(0, rows))
 
     return _one_program(run, operand)
 
@@ -91,7 +87,7 @@ def sparse_gather_backward(grad_output, indices, grad_operand):
 
     def run():
         valid, rows = _slots(indices, grad_operand.shape[0])
-        return grad_operand.index_add(0, rows, _mask_rows(valid, grad_output.to(grad_operand.dtype)))
+        return grad_operand.index_add(0, rows, _masked(valid, grad_output.to(grad_operand.dtype)))
 
     return _one_program(run, grad_operand)
 

@@ -1,5 +1,11 @@
 """Shared assertions: every tpu result is compared with the same computation on the CPU."""
 
+import glob
+import json
+import os
+import subprocess
+import sys
+
 import torch
 
 # Tolerances per dtype for results computed by different (but correct) kernels.
@@ -51,3 +57,22 @@ def assert_each_call_is_one_program(calls, eager):
             call()
             torch.tpu.synchronize()
             assert counts() == (executions + 1, compiles), (counts(), executions, compiles)
+
+
+def check_host_kernel_switch(tmp_path, script, target, tol, enabled=True, calls=None):
+    """Runs `script` (which prints one ``RESULT {"available": ..., "diff": ...}`` line: whether the
+    kernel is registered, and its result's distance from the CPU's) in a fresh process with its
+    programs' StableHLO dumped and its own cache, host kernels on or off
+    (TORCH_TPU_HOST_KERNELS=0); checks the result is right and the programs call the kernel
+    `target` exactly when it is on (or, with `calls` given, exactly when `calls`)."""
+    (tmp_path / "dump").mkdir()
+    env = dict(os.environ, TORCH_TPU_DUMP_HLO=str(tmp_path / "dump"), TORCH_TPU_CACHE_DIR=str(tmp_path / "c"))
+    if not enabled:
+        env["TORCH_TPU_HOST_KERNELS"] = "0"
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    result = json.loads(line[7:])
+    texts = [open(p).read() for p in glob.glob(str(tmp_path / "dump" / "*.mlir"))]
+    assert result["available"] == enabled and result["diff"] < tol
+    assert texts and any(target in t for t in texts) == (enabled if calls is None else calls)

@@ -1,14 +1,10 @@
 """What the serving tests (test_vllm_tpu.py, test_sglang_tpu.py, the host kernels') share: the
 serving environment, tiny models built from configs, Transformers' greedy reference, starting a
-server on loopback with a hard timeout, and running a kernel script with its programs dumped."""
+server on loopback with a hard timeout. (The host kernels' on/off check is helpers.check_host_kernel_switch.)"""
 
-import glob
-import json
 import os
 import pathlib
 import socket
-import subprocess
-import sys
 import time
 import urllib.request
 
@@ -77,22 +73,3 @@ def wait_healthy(proc, url, timeout):
             pass
         time.sleep(1)
     return False
-
-
-def check_host_kernel_switch(tmp_path, script, target, tol, enabled=True):
-    """Runs `script` (which prints one ``RESULT {"available": ..., "diff": ...}`` line: whether the
-    kernel is registered, and its result's distance from the CPU's) in a fresh process with its
-    programs' StableHLO dumped and its own cache, host kernels on or off
-    (TORCH_TPU_HOST_KERNELS=0); checks the result is right and the programs call the kernel
-    `target` exactly when it is on."""
-    (tmp_path / "dump").mkdir()
-    env = dict(os.environ, TORCH_TPU_DUMP_HLO=str(tmp_path / "dump"), TORCH_TPU_CACHE_DIR=str(tmp_path / "c"))
-    if not enabled:
-        env["TORCH_TPU_HOST_KERNELS"] = "0"
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-    result = json.loads(line[7:])
-    texts = [open(p).read() for p in glob.glob(str(tmp_path / "dump" / "*.mlir"))]
-    assert result["available"] == enabled and result["diff"] < tol
-    assert texts and any(target in t for t in texts) == enabled

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import torch_tpu
-from serving_helpers import check_host_kernel_switch
+from helpers import check_host_kernel_switch
 from torch_tpu.execution_mode import EagerMode, mode
 from torch_tpu.serving import paged_attention as pa
 

@@ -20,11 +20,6 @@
 namespace tpu::aten {
 namespace {
 
-bool kernel_registered() {
-  const auto& kernels = runtime::Runtime::get().host_kernels();
-  return std::find(kernels.begin(), kernels.end(), host_kernels::kEig) != kernels.end();
-}
-
 // (eigenvalues, eigenvectors) of a's matrices; eigenvectors undefined without `vectors`.
 std::pair<at::Tensor, at::Tensor> eig(const at::Tensor& a, bool vectors) {
   const char* api = vectors ? "linalg.eig" : "linalg.eigvals";
@@ -52,7 +47,7 @@ template <bool kVectors>
 void k_eig_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t args = op.schema().arguments().size();
   const at::Tensor a = torch::jit::peek(*stack, 0, args).toTensor();
-  if (!kernel_registered()) {
+  if (!runtime::Runtime::get().has_host_kernel(host_kernels::kEig)) {
     run_cpu_fallback(op, stack);
     return;
   }

@@ -8,6 +8,8 @@
 #include "aten/out_variants.h"
 #include "aten/precision_policy.h"
 #include "aten/tensor_access.h"
+#include "host_aten/conv_kernel.h"
+#include "runtime/runtime.h"
 
 namespace tpu::aten {
 namespace {
@@ -31,6 +33,38 @@ void conv_attrs(OpRunner& r, size_t n, at::IntArrayRef stride, at::IntArrayRef p
   r.attrs().set_ints("output_padding", expand_param(output_padding, n, 0)).set_int("groups", groups);
 }
 
+// On the XLA CPU plugin a large float32/float64 convolution runs ATen's CPU kernel from inside the
+// program (host_aten/conv_kernel.h), marked here so the choice is part of the op's key in every
+// mode. Small ones keep XLA's convolution: ATen's threads, waking for each call and spinning after
+// it beside XLA's own, cost more than the faster kernel saves (measured on the zoo's models,
+// docs/performance.md). A precision override (tf32, torch.tpu.precision) keeps XLA's convolution,
+// which honours it.
+void mark_host_conv(OpRunner& r, const at::Tensor& x, const at::Tensor& w, const at::Tensor* grad_y,
+                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed) {
+  const at::ScalarType dtype = x.scalar_type();
+  if (dtype != at::kFloat && dtype != at::kDouble) return;
+  if (r.attrs().has("tf32") || r.attrs().has("precision")) return;
+  if (x.numel() == 0 || w.numel() == 0 || (grad_y != nullptr && grad_y->numel() == 0)) return;
+  // Multiply-adds: every weight meets each position of the plain convolution's output (the
+  // gradient's, or a transposed convolution's input).
+  const size_t n = static_cast<size_t>(w.dim() - 2);
+  int64_t positions = x.size(0);
+  for (size_t i = 0; i < n; ++i) {
+    if (transposed) {
+      positions *= x.size(2 + i);
+    } else if (grad_y != nullptr) {
+      positions *= grad_y->size(2 + i);
+    } else {
+      const int64_t s = expand_param(stride, n, 1)[i], p = expand_param(padding, n, 0)[i];
+      const int64_t d = expand_param(dilation, n, 1)[i];
+      positions *= std::max<int64_t>((x.size(2 + i) + 2 * p - d * (w.size(2 + i) - 1) - 1) / s + 1, 0);
+    }
+  }
+  if (static_cast<double>(positions) * static_cast<double>(w.numel()) < host_aten::host_conv_min_macs()) return;
+  if (!runtime::Runtime::get().has_host_kernel(host_aten::kConv)) return;
+  r.attrs().set_bool("host_kernel", true);
+}
+
 at::Tensor k_convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                          at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                          at::IntArrayRef output_padding, int64_t groups) {
@@ -42,6 +76,7 @@ at::Tensor k_convolution(const at::Tensor& input, const at::Tensor& weight, cons
   if (bias.has_value() && bias->defined()) r.input(*bias, x.scalar_type());
   conv_attrs(r, n, stride, padding, dilation, transposed, output_padding, groups);
   mark_conv_precision(r, x.scalar_type());
+  mark_host_conv(r, x, weight, nullptr, stride, padding, dilation, transposed);
   at::Tensor out = r.run1();
   return unbatched ? out.squeeze(0) : out;
 }
@@ -59,6 +94,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> k_convolution_backward(
   conv_attrs(r, n, stride, padding, dilation, transposed, output_padding, groups);
   r.attrs().set_ints("output_mask", {output_mask[0], output_mask[1], output_mask[2]});
   mark_conv_precision(r, g.scalar_type());
+  mark_host_conv(r, x, weight, &g, stride, padding, dilation, transposed);
   const size_t count = output_mask[0] + output_mask[1] + output_mask[2];
   auto outs = r.run(count);
   std::array<at::Tensor, 3> grads;

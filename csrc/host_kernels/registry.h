@@ -10,6 +10,11 @@
 
 namespace tpu::host_kernels {
 
+// A host kernel defined outside the torch-free core (the extension's kernels that call ATen's CPU
+// kernels, csrc/host_aten/): added at static-initialisation time, registered with the others.
+// `available` may be nullptr (always).
+bool add_extension_kernel(const char* name, void* (*handler)(), bool (*available)());
+
 // Registers every host kernel as an FFI handler of `platform` with the plugin behind `api`;
 // returns the names registered. A plugin without FFI handler registration registers none
 // (that is not an error: the callers fall back), and so does TORCH_TPU_HOST_KERNELS=0.

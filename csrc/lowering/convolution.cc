@@ -129,6 +129,39 @@ ConvParams params_of(const Attrs& a) {
   return p;
 }
 
+// The op run by ATen's CPU kernel inside the program (host_aten/conv_kernel.h): the operands
+// as they are, the parameters as the custom call's scalar attributes.
+std::vector<Value> host_conv(Builder& b, const std::vector<Value>& operands, const std::vector<TensorType>& types,
+                             const Attrs& a, int64_t mask, bool bias) {
+  std::string config = "call_target_name = \"torch_tpu_conv\", api_version = 4 : i32, backend_config = {";
+  auto add = [&](const std::string& name, int64_t v) { config += name + " = " + std::to_string(v) + " : i64, "; };
+  const char* lists[] = {"stride", "padding", "dilation", "output_padding"};
+  const size_t n = a.get_ints("stride").size();
+  for (const char* list : lists) {
+    const Dims& v = a.get_ints(list);
+    for (size_t i = 0; i < n; ++i) add(list + std::to_string(i), v[i]);
+  }
+  add("groups", a.get_int("groups"));
+  add("transposed", a.get_bool("transposed") ? 1 : 0);
+  add("bias", bias ? 1 : 0);
+  add("mask", mask);
+  config += "spatial = " + std::to_string(n) + " : i64}";
+  return b.emit_multi("stablehlo.custom_call", operands, types, config);
+}
+
+Dims conv_output(const Dims& xd, const Dims& wd, const ConvParams& p) {
+  if (p.transposed) {
+    Dims out{xd[0], wd[1] * p.groups};
+    for (int64_t s : transposed_output(xd, wd, p)) out.push_back(s);
+    return out;
+  }
+  Dims out{xd[0], wd[0]};
+  for (size_t i = 0; i + 2 < xd.size(); ++i) {
+    out.push_back((xd[2 + i] + 2 * p.padding[i] - p.dilation[i] * (wd[2 + i] - 1) - 1) / p.stride[i] + 1);
+  }
+  return out;
+}
+
 Value add_bias(Builder& b, Value y, Value bias) {
   return b.add(y, b.broadcast_in_dim(bias, b.dims(y), {1}));
 }
@@ -138,6 +171,10 @@ Value add_bias(Builder& b, Value y, Value bias) {
 std::vector<Value> lower_convolution(Context& ctx, const std::vector<Value>& in) {
   auto& b = ctx.b;
   const ElementType t = b.dtype(in[0]);
+  if (ctx.attrs.get_bool("host_kernel", false)) {
+    const Dims y = conv_output(b.dims(in[0]), b.dims(in[1]), params_of(ctx.attrs));
+    return host_conv(b, in, {TensorType{t, y}}, ctx.attrs, 0, in.size() > 2);
+  }
   auto wide = [&](Value v) { return half(t) ? b.convert(v, ElementType::kF32) : v; };
   Value y = conv_forward(b, wide(in[0]), wide(in[1]), params_of(ctx.attrs));
   if (in.size() > 2) y = add_bias(b, y, wide(in[2]));
@@ -150,6 +187,14 @@ std::vector<Value> lower_convolution_backward(Context& ctx, const std::vector<Va
   const ConvParams p = params_of(ctx.attrs);
   const Dims& mask = ctx.attrs.get_ints("output_mask");
   const Dims xd = b.dims(in[1]), wd = b.dims(in[2]);
+  if (ctx.attrs.get_bool("host_kernel", false)) {
+    const ElementType t = b.dtype(in[0]);
+    std::vector<TensorType> types;
+    if (mask[0]) types.push_back(TensorType{t, xd});
+    if (mask[1]) types.push_back(TensorType{t, wd});
+    if (mask[2]) types.push_back(TensorType{t, {b.dims(in[0])[1]}});
+    return host_conv(b, in, types, ctx.attrs, mask[0] + 2 * mask[1] + 4 * mask[2], false);
+  }
   std::vector<Value> out;
   if (mask[0]) out.push_back(conv_input_grad(b, in[0], in[2], p, Dims(xd.begin() + 2, xd.end())));
   if (mask[1]) out.push_back(conv_weight_grad(b, in[0], in[1], p, Dims(wd.begin() + 2, wd.end())));

@@ -9,6 +9,7 @@
 
 #include "aten/op_runner.h"
 #include "aten/tensor_access.h"
+#include "host_aten/conv_kernel.h"
 #include "lowering/custom_kernel.h"
 #include "runtime/runtime.h"
 
@@ -75,6 +76,12 @@ void bind_custom_kernels(py::module_& m) {
         [](const std::string& symbol) { return lowering::custom_kernel_label(symbol) != nullptr; });
   // The host kernels the plugin runs as FFI custom calls (the CPU plugin; none elsewhere).
   m.def("_host_kernels", [] { return runtime::Runtime::get().host_kernels(); });
+  // Tests: the multiply-adds from which convolutions take the host kernel; returns the old value.
+  m.def("_set_host_conv_min_macs", [](double macs) {
+    const double old = host_aten::host_conv_min_macs();
+    host_aten::set_host_conv_min_macs(macs);
+    return old;
+  });
   m.def("_run_custom_kernel", &run_custom_kernel, py::arg("symbol"), py::arg("inputs"), py::arg("out_shapes"),
         py::arg("out_dtypes"), py::arg("targets") = std::vector<std::optional<at::Tensor>>{});
 }

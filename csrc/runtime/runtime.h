@@ -54,6 +54,10 @@ class Runtime {
   const std::string& identity() const { return identity_; }
   // The host kernels (host_kernels/registry.h) registered with the plugin: the CPU plugin's.
   const std::vector<std::string>& host_kernels() const { return host_kernels_; }
+  bool has_host_kernel(const char* name) const {
+    for (const std::string& k : host_kernels_) if (k == name) return true;
+    return false;
+  }
 
  private:
   Runtime() = default;

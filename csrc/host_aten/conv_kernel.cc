@@ -1,0 +1,138 @@
+#include "host_aten/conv_kernel.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "host_kernels/ffi_call_frame.h"
+#include "host_kernels/registry.h"
+
+namespace tpu::host_aten {
+namespace {
+
+using host_kernels::HostCall;
+using host_kernels::ffi_abi::Buffer;
+
+struct Params {
+  std::vector<int64_t> stride, padding, dilation, output_padding;
+  int64_t groups = 1;
+  bool transposed = false;
+  bool bias = false;
+  int64_t mask = 0;
+};
+
+std::vector<int64_t> per_dim(const HostCall& call, const char* name, int64_t n, int64_t fallback) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < n; ++i) {
+    v.push_back(static_cast<int64_t>(call.scalar_attr(std::string(name) + std::to_string(i), fallback)));
+  }
+  return v;
+}
+
+Params params_of(const HostCall& call) {
+  const int64_t n = static_cast<int64_t>(call.scalar_attr("spatial", 0));
+  if (n < 1 || n > 3) throw std::invalid_argument("expects 1 to 3 spatial dimensions");
+  Params p;
+  p.stride = per_dim(call, "stride", n, 1);
+  p.padding = per_dim(call, "padding", n, 0);
+  p.dilation = per_dim(call, "dilation", n, 1);
+  p.output_padding = per_dim(call, "output_padding", n, 0);
+  p.groups = static_cast<int64_t>(call.scalar_attr("groups", 1));
+  p.transposed = call.scalar_attr("transposed", 0) != 0;
+  p.bias = call.scalar_attr("bias", 0) != 0;
+  p.mask = static_cast<int64_t>(call.scalar_attr("mask", 0));
+  return p;
+}
+
+// The buffer as a CPU tensor over its memory (no copy).
+at::Tensor tensor(const Buffer& b) {
+  at::ScalarType t;
+  switch (b.dtype) {
+    case host_kernels::ffi_abi::kF32: t = at::kFloat; break;
+    case host_kernels::ffi_abi::kF64: t = at::kDouble; break;
+    default: throw std::invalid_argument("expects float32 or float64 buffers");
+  }
+  return at::from_blob(b.data, at::IntArrayRef(b.dims, static_cast<size_t>(b.rank)), at::TensorOptions().dtype(t));
+}
+
+void write(const HostCall& call, int64_t index, const at::Tensor& value) {
+  at::Tensor out = tensor(call.result(index));
+  if (!out.sizes().equals(value.sizes())) throw std::invalid_argument("a result has an unexpected shape");
+  out.copy_(value);
+}
+
+void forward(const HostCall& call, const Params& p) {
+  if (call.num_args() != (p.bias ? 3 : 2) || call.num_results() != 1) {
+    throw std::invalid_argument("forward takes x, w (and bias) and gives one result");
+  }
+  std::optional<at::Tensor> bias;
+  if (p.bias) bias = tensor(call.arg(2));
+  write(call, 0, at::convolution(tensor(call.arg(0)), tensor(call.arg(1)), bias, p.stride, p.padding, p.dilation,
+                                 p.transposed, p.output_padding, p.groups));
+}
+
+void backward(const HostCall& call, const Params& p) {
+  const std::array<bool, 3> mask = {(p.mask & 1) != 0, (p.mask & 2) != 0, (p.mask & 4) != 0};
+  const int64_t count = mask[0] + mask[1] + mask[2];
+  if (call.num_args() != 3 || call.num_results() != count) {
+    throw std::invalid_argument("backward takes grad_y, x, w and gives the masked gradients");
+  }
+  const at::Tensor grad = tensor(call.arg(0));
+  const std::vector<int64_t> bias_sizes = {grad.size(1)};
+  auto grads = at::convolution_backward(grad, tensor(call.arg(1)), tensor(call.arg(2)), bias_sizes, p.stride,
+                                        p.padding, p.dilation, p.transposed, p.output_padding, p.groups, mask);
+  const at::Tensor all[3] = {std::get<0>(grads), std::get<1>(grads), std::get<2>(grads)};
+  int64_t next = 0;
+  for (int i = 0; i < 3; ++i) {
+    if (mask[i]) write(call, next++, all[i]);
+  }
+}
+
+host_kernels::ffi_abi::Error* handle(host_kernels::ffi_abi::CallFrame* frame) {
+  HostCall call(frame);
+  if (call.answered_metadata() || !call.executing()) return nullptr;
+  try {
+    c10::InferenceMode no_autograd;
+    const Params p = params_of(call);
+    if (p.mask == 0) {
+      forward(call, p);
+    } else {
+      backward(call, p);
+    }
+  } catch (const std::exception& e) {
+    return call.fail(std::string(kConv) + ": " + e.what());
+  }
+  return nullptr;
+}
+
+void* handler() { return reinterpret_cast<void*>(&handle); }
+
+const bool kAdded = host_kernels::add_extension_kernel(kConv, &handler, nullptr);
+
+std::atomic<double>& min_macs() {
+  static std::atomic<double> value{[] {
+    const char* v = std::getenv("TORCH_TPU_HOST_CONV_MIN_MACS");
+    if (v == nullptr) return 1e8;
+    char* end = nullptr;
+    const double d = std::strtod(v, &end);
+    if (end == v || *end != '\0' || !(d >= 0)) {
+      throw std::runtime_error(std::string("TORCH_TPU_HOST_CONV_MIN_MACS='") + v +
+                               "' is not a number of multiply-adds. Fix: set it to a number >= 0 "
+                               "(0: every float32/float64 convolution), or unset it (default 1e8).");
+    }
+    return d;
+  }()};
+  return value;
+}
+
+}  // namespace
+
+double host_conv_min_macs() { return min_macs().load(std::memory_order_relaxed); }
+void set_host_conv_min_macs(double macs) { min_macs().store(macs, std::memory_order_relaxed); }
+}  // namespace tpu::host_aten

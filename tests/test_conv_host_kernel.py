@@ -5,6 +5,7 @@ float32/float64 convolutions without a precision override), and without it
 (TORCH_TPU_HOST_KERNELS=0, other plugins) XLA's convolution gives the same results. The in-process
 tests lower the size threshold to 0 so their small convolutions take the kernel."""
 
+import copy
 import os
 import subprocess
 import sys
@@ -95,7 +96,7 @@ def test_a_small_cnn_trains_the_same_in_fused_eager_and_compiled(no_fallback):
         return loss.detach()
 
     def train(device, run):
-        m = __import__("copy").deepcopy(model).to(device)
+        m = copy.deepcopy(model).to(device)
         opt = torch.optim.SGD(m.parameters(), lr=0.1)
         losses = [run(m, opt, x.to(device)) for _ in range(3)]
         return torch.stack(losses).cpu(), [p.detach().cpu() for p in m.parameters()]
@@ -157,9 +158,9 @@ def test_precision_overrides_and_half_precision_keep_xlas_convolution(tmp_path):
 
 
 _SIZE_SCRIPT = textwrap.dedent("""
-    import json, sys, torch, torch_tpu
+    import json, torch, torch_tpu
     import torch.nn.functional as F
-    n, c = (4, 64) if sys.argv[1] == "large" else (2, 4)  # 1.5e8 / 1.5e5 multiply-adds
+    n, c = (4, 64) if SIZE == "large" else (2, 4)  # 1.5e8 / 1.5e5 multiply-adds
     g = torch.Generator().manual_seed(0)
     x, w = torch.randn(n, c, 32, 32, generator=g), torch.randn(c, c, 3, 3, generator=g)
     diff = (F.conv2d(x.to("tpu"), w.to("tpu"), padding=1).cpu() - F.conv2d(x, w, padding=1)).abs().max().item()
@@ -169,7 +170,7 @@ _SIZE_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.parametrize("size", ["large", "small"])
 def test_by_default_only_large_convolutions_take_the_kernel(tmp_path, size):
-    script = _SIZE_SCRIPT.replace("sys.argv[1]", repr(size))
+    script = _SIZE_SCRIPT.replace("SIZE", repr(size))
     check_host_kernel_switch(tmp_path, script, KERNEL, 1e-3, calls=size == "large")
 
 

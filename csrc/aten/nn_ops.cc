@@ -1,4 +1,5 @@
 // Convolutions, pooling, adaptive pooling and upsampling.
+#include <ATen/native/ConvUtils.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
@@ -45,23 +46,18 @@ void mark_host_conv(OpRunner& r, const at::Tensor& x, const at::Tensor& w, const
   if (dtype != at::kFloat && dtype != at::kDouble) return;
   if (r.attrs().has("tf32") || r.attrs().has("precision")) return;
   if (x.numel() == 0 || w.numel() == 0 || (grad_y != nullptr && grad_y->numel() == 0)) return;
+  if (!runtime::Runtime::get().has_host_kernel(host_aten::kConv)) return;
   // Multiply-adds: every weight meets each position of the plain convolution's output (the
   // gradient's, or a transposed convolution's input).
   const size_t n = static_cast<size_t>(w.dim() - 2);
-  int64_t positions = x.size(0);
-  for (size_t i = 0; i < n; ++i) {
-    if (transposed) {
-      positions *= x.size(2 + i);
-    } else if (grad_y != nullptr) {
-      positions *= grad_y->size(2 + i);
-    } else {
-      const int64_t s = expand_param(stride, n, 1)[i], p = expand_param(padding, n, 0)[i];
-      const int64_t d = expand_param(dilation, n, 1)[i];
-      positions *= std::max<int64_t>((x.size(2 + i) + 2 * p - d * (w.size(2 + i) - 1) - 1) / s + 1, 0);
-    }
-  }
-  if (static_cast<double>(positions) * static_cast<double>(w.numel()) < host_aten::host_conv_min_macs()) return;
-  if (!runtime::Runtime::get().has_host_kernel(host_aten::kConv)) return;
+  const std::vector<int64_t> sizes =
+      transposed ? x.sizes().vec()
+      : grad_y != nullptr ? grad_y->sizes().vec()
+                          : at::native::conv_output_size(x.sizes(), w.sizes(), expand_param(padding, n, 0),
+                                                         expand_param(stride, n, 1), expand_param(dilation, n, 1));
+  double positions = static_cast<double>(x.size(0));
+  for (size_t i = 0; i < n; ++i) positions *= static_cast<double>(std::max<int64_t>(sizes[2 + i], 0));
+  if (positions * static_cast<double>(w.numel()) < host_aten::host_conv_min_macs()) return;
   r.attrs().set_bool("host_kernel", true);
 }
 

@@ -659,6 +659,19 @@ std::vector<Value> Builder::if_else(Value pred, const std::vector<TensorType>& r
   return emit_multi("stablehlo.if", {pred}, results, "", then_text + ", " + else_text);
 }
 
+Dims Builder::convolution_dims(const Dims& in, const Dims& k, const Dims& strides,
+                               const std::vector<std::pair<int64_t, int64_t>>& padding, const Dims& lhs_dilation,
+                               const Dims& rhs_dilation, int64_t batch_groups) {
+  Dims out{in[0] / batch_groups, k[0]};
+  for (size_t i = 0; i + 2 < in.size(); ++i) {
+    const int64_t dilated_in = in[2 + i] == 0 ? 0 : (in[2 + i] - 1) * lhs_dilation[i] + 1;
+    const int64_t padded = dilated_in + padding[i].first + padding[i].second;
+    const int64_t span = (k[2 + i] - 1) * rhs_dilation[i] + 1;
+    out.push_back(padded < span ? 0 : (padded - span) / strides[i] + 1);
+  }
+  return out;
+}
+
 Value Builder::convolution(Value input, Value kernel, const Dims& strides,
                            const std::vector<std::pair<int64_t, int64_t>>& padding, const Dims& lhs_dilation,
                            const Dims& rhs_dilation, int64_t feature_groups, int64_t batch_groups,
@@ -670,17 +683,11 @@ Value Builder::convolution(Value input, Value kernel, const Dims& strides,
       lhs_dilation.size() != spatial || rhs_dilation.size() != spatial) {
     fail("convolution", "rank mismatch between input " + type(input).str() + " and kernel " + type(kernel).str());
   }
-  Dims out{in[0] / batch_groups, k[0]};
+  const Dims out = convolution_dims(in, k, strides, padding, lhs_dilation, rhs_dilation, batch_groups);
   std::string layout = "[b, f";
   std::string kernel_layout = "[o, i";
   std::string spatial_names;
-  for (size_t i = 0; i < spatial; ++i) {
-    const int64_t dilated_in = in[2 + i] == 0 ? 0 : (in[2 + i] - 1) * lhs_dilation[i] + 1;
-    const int64_t padded = dilated_in + padding[i].first + padding[i].second;
-    const int64_t span = (k[2 + i] - 1) * rhs_dilation[i] + 1;
-    out.push_back(padded < span ? 0 : (padded - span) / strides[i] + 1);
-    spatial_names += ", " + std::to_string(i);
-  }
+  for (size_t i = 0; i < spatial; ++i) spatial_names += ", " + std::to_string(i);
   layout += spatial_names + "]";
   kernel_layout += spatial_names + "]";
   std::string pad = "[";

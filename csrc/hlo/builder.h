@@ -141,6 +141,10 @@ class Builder {
   // values) depending on the rank-0 bool `pred`.
   std::vector<Value> if_else(Value pred, const std::vector<TensorType>& results, const RegionBody& then_body,
                              const RegionBody& else_body);
+  // The result dims of that convolution of an input of dims `in` by a kernel of dims `k`.
+  static Dims convolution_dims(const Dims& in, const Dims& k, const Dims& strides,
+                               const std::vector<std::pair<int64_t, int64_t>>& padding, const Dims& lhs_dilation,
+                               const Dims& rhs_dilation, int64_t batch_groups);
   // stablehlo.convolution with PyTorch's NCHW / OIHW layout for `spatial` spatial dims.
   Value convolution(Value input, Value kernel, const Dims& strides,
                     const std::vector<std::pair<int64_t, int64_t>>& padding, const Dims& lhs_dilation,

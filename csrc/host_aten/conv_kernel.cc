@@ -3,9 +3,11 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>

@@ -155,11 +155,9 @@ Dims conv_output(const Dims& xd, const Dims& wd, const ConvParams& p) {
     for (int64_t s : transposed_output(xd, wd, p)) out.push_back(s);
     return out;
   }
-  Dims out{xd[0], wd[0]};
-  for (size_t i = 0; i + 2 < xd.size(); ++i) {
-    out.push_back((xd[2 + i] + 2 * p.padding[i] - p.dilation[i] * (wd[2 + i] - 1) - 1) / p.stride[i] + 1);
-  }
-  return out;
+  Padding pad;
+  for (int64_t v : p.padding) pad.emplace_back(v, v);
+  return Builder::convolution_dims(xd, wd, p.stride, pad, Dims(pad.size(), 1), p.dilation, 1);
 }
 
 Value add_bias(Builder& b, Value y, Value bias) {

@@ -6,7 +6,12 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "host_kernels/ffi_call_frame.h"
 #include "host_kernels/parallel_for.h"
@@ -68,71 +73,204 @@ inline void axpy(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-// One request: all its query heads over its visible keys, a block of tokens at a time (reading
-// each token's row of every kv head in memory order), with an online softmax: one rescale per
-// query head and block.
+// One query's working state: its heads' pre-scaled queries, the scores of the current run of
+// keys, the online softmax's running max and sum per head, and the unnormalised output.
+struct Query {
+  float* q;        // [heads, dk]
+  float* score;    // [heads, block_size]
+  float* run_max;  // [heads]
+  float* run_sum;  // [heads]
+  float* o;        // [heads, dv]
+  float* kt;       // a converted key row (half caches)
+  float* vt;       // a converted value row
+};
+
+// Folds one run of n consecutive keys (one cache block; row0: the cache row of its first
+// token's kv head 0) into the query, reading each token's row of every kv head in memory order,
+// with an online softmax: one rescale per query head and run. Portable code; the compiler
+// vectorises it for the CPU it finds.
 template <typename C>
 __attribute__((target_clones("avx512f", "avx2", "default")))
-void attend(const Shape& s, int64_t g, const float* q_in, const C* k, const C* v, const Buffer& table,
-            int64_t table_row, int64_t position, float* out, std::vector<float>& scratch) {
+void fold_run(const Shape& s, const C* k, const C* v, int64_t row0, int64_t n, const Query& w) {
   const int64_t heads = s.heads, pk = s.per_kv, bs = s.block_size;
-  scratch.resize(heads * s.dk + heads * bs + heads * 2 + s.dk + s.dv);
-  float* q = scratch.data();           // [heads, dk], pre-scaled
-  float* score = q + heads * s.dk;     // [heads, bs]
-  float* run_max = score + heads * bs; // [heads]
-  float* run_sum = run_max + heads;    // [heads]
-  float* kt = run_sum + heads;         // a converted key row
-  float* vt = kt + s.dk;               // a converted value row
-  const float qscale = s.soft_cap > 0 ? 1.0f : s.scale;
-  const float* src = q_in + g * heads * s.dk;
-  for (int64_t i = 0; i < heads * s.dk; ++i) q[i] = src[i] * qscale;
-  float* o = out + g * heads * s.dv;
-  std::fill(o, o + heads * s.dv, 0.0f);
-  std::fill(run_max, run_max + heads, -std::numeric_limits<float>::infinity());
-  std::fill(run_sum, run_sum + heads, 0.0f);
-  const int64_t first = s.window > 0 ? std::max<int64_t>(0, position - s.window + 1) : 0;
-  for (int64_t start = first - first % bs; start <= position; start += bs) {
-    const int64_t block = index_at(table, table_row * s.table_width + start / bs);
-    const int64_t lo = std::max(start, first), hi = std::min(start + bs - 1, position);
-    const int64_t n = hi - lo + 1;
-    const int64_t row0 = (block * bs + (lo - start)) * s.kv_heads;  // the first token's kv head 0
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t h = 0; h < s.kv_heads; ++h) {
-        const float* kr = as_f32(k + (row0 + t * s.kv_heads + h) * s.k_width + s.k_offset, s.dk, kt);
-        for (int64_t j = h * pk; j < (h + 1) * pk; ++j) {
-          float x = dot(q + j * s.dk, kr, s.dk);
-          if (s.soft_cap > 0) x = s.soft_cap * std::tanh(x * s.scale / s.soft_cap);
-          score[j * bs + t] = x;
-        }
-      }
-    }
-    for (int64_t j = 0; j < heads; ++j) {
-      float* sj = score + j * bs;
-      float m = run_max[j];
-      for (int64_t t = 0; t < n; ++t) m = std::max(m, sj[t]);
-      const float rescale = std::exp(run_max[j] - m);  // 0 on the first block (the max was -inf)
-      if (rescale != 1.0f) {
-        for (int64_t d = 0; d < s.dv; ++d) o[j * s.dv + d] *= rescale;
-      }
-      float sum = run_sum[j] * rescale;
-      for (int64_t t = 0; t < n; ++t) {
-        sj[t] = std::exp(sj[t] - m);
-        sum += sj[t];
-      }
-      run_max[j] = m;
-      run_sum[j] = sum;
-    }
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t h = 0; h < s.kv_heads; ++h) {
-        const float* vr = as_f32(v + (row0 + t * s.kv_heads + h) * s.v_width + s.v_offset, s.dv, vt);
-        for (int64_t j = h * pk; j < (h + 1) * pk; ++j) axpy(score[j * bs + t], vr, o + j * s.dv, s.dv);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t h = 0; h < s.kv_heads; ++h) {
+      const float* kr = as_f32(k + (row0 + t * s.kv_heads + h) * s.k_width + s.k_offset, s.dk, w.kt);
+      for (int64_t j = h * pk; j < (h + 1) * pk; ++j) {
+        float x = dot(w.q + j * s.dk, kr, s.dk);
+        if (s.soft_cap > 0) x = s.soft_cap * std::tanh(x * s.scale / s.soft_cap);
+        w.score[j * bs + t] = x;
       }
     }
   }
   for (int64_t j = 0; j < heads; ++j) {
-    const float inv = run_sum[j] > 0 ? 1.0f / run_sum[j] : 0.0f;
-    for (int64_t d = 0; d < s.dv; ++d) o[j * s.dv + d] *= inv;
+    float* sj = w.score + j * bs;
+    float m = w.run_max[j];
+    for (int64_t t = 0; t < n; ++t) m = std::max(m, sj[t]);
+    const float rescale = std::exp(w.run_max[j] - m);  // 0 on the first run (the max was -inf)
+    if (rescale != 1.0f) {
+      for (int64_t d = 0; d < s.dv; ++d) w.o[j * s.dv + d] *= rescale;
+    }
+    float sum = w.run_sum[j] * rescale;
+    for (int64_t t = 0; t < n; ++t) {
+      sj[t] = std::exp(sj[t] - m);
+      sum += sj[t];
+    }
+    w.run_max[j] = m;
+    w.run_sum[j] = sum;
   }
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t h = 0; h < s.kv_heads; ++h) {
+      const float* vr = as_f32(v + (row0 + t * s.kv_heads + h) * s.v_width + s.v_offset, s.dv, w.vt);
+      for (int64_t j = h * pk; j < (h + 1) * pk; ++j) axpy(w.score[j * bs + t], vr, w.o + j * s.dv, s.dv);
+    }
+  }
+}
+
+using WideFold = void (*)(const Shape&, const float*, const float*, int64_t, int64_t, const Query&);
+
+#if defined(__x86_64__)
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+#pragma GCC diagnostic push
+// GCC 12 warns inside its own reduction intrinsics (_mm512_undefined_ps).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// The same fold for float32 caches with head sizes 32, 64 or 128 on a CPU with AVX-512: each q.k
+// is 16-wide fused multiply-adds and one reduction, a run's scores are exponentiated 16 at a
+// time, and the value rows are added 16 wide into registers. The portable code above loses most
+// of its time to a serial chain of additions per dot product, a scalar exp per score and an
+// output row loaded and stored per token.
+
+// e^x for x <= 0 (a score minus its running max; -inf gives 0): x = n ln2 + r with
+// |r| <= ln2 / 2, e^r by its Taylor series to r^7 (relative error below 1e-8), times 2^n.
+inline __m512 exp_nonpositive(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // e^-104 is below float32's smallest subnormal
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);  // ln2's high bits: exact product
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723212e-6f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+inline __mmask16 first_lanes(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// CK = dk / 16 and CV = dv / 16 vectors per key and value row. Per query head, the query and
+// the output stay in registers across the run's tokens.
+template <int CK, int CV>
+void fold_run_avx512(const Shape& s, const float* k, const float* v, int64_t row0, int64_t n, const Query& w) {
+  const int64_t pk = s.per_kv, bs = s.block_size, heads = s.heads;
+  const int64_t k_step = s.kv_heads * s.k_width, v_step = s.kv_heads * s.v_width;  // token to token
+  const float soft_cap = s.soft_cap, cap_scale = s.soft_cap > 0 ? s.scale / s.soft_cap : 0.0f;
+  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t j = 0; j < heads; ++j) {
+    const int64_t h = j / pk;
+    float* sj = w.score + j * bs;
+    __m512 qv[CK];
+    for (int c = 0; c < CK; ++c) qv[c] = _mm512_loadu_ps(w.q + j * 16 * CK + 16 * c);
+    const float* kr = k + (row0 + h) * s.k_width + s.k_offset;
+    for (int64_t t = 0; t < n; ++t, kr += k_step) {
+      __m512 a0 = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kr));
+      __m512 a1 = CK > 1 ? _mm512_mul_ps(qv[1], _mm512_loadu_ps(kr + 16)) : _mm512_setzero_ps();
+      for (int c = 2; c < CK; c += 2) {
+        a0 = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(kr + 16 * c), a0);
+        if (c + 1 < CK) a1 = _mm512_fmadd_ps(qv[c + 1], _mm512_loadu_ps(kr + 16 * (c + 1)), a1);
+      }
+      const float x = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+      sj[t] = soft_cap > 0 ? soft_cap * std::tanh(x * cap_scale) : x;
+    }
+    __m512 mv = _mm512_set1_ps(w.run_max[j]);
+    for (int64_t t = 0; t < n; t += 16) mv = _mm512_max_ps(mv, _mm512_mask_loadu_ps(neg_inf, first_lanes(n - t), sj + t));
+    const float m = _mm512_reduce_max_ps(mv);
+    const float rescale = std::exp(w.run_max[j] - m);  // 0 on the first run (the max was -inf)
+    const __m512 mb = _mm512_set1_ps(m);
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t t = 0; t < n; t += 16) {
+      const __mmask16 live = first_lanes(n - t);
+      const __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_mask_loadu_ps(mb, live, sj + t), mb));
+      _mm512_mask_storeu_ps(sj + t, live, e);
+      sum = _mm512_mask_add_ps(sum, live, sum, e);
+    }
+    w.run_max[j] = m;
+    w.run_sum[j] = w.run_sum[j] * rescale + _mm512_reduce_add_ps(sum);
+    float* oj = w.o + j * 16 * CV;
+    __m512 ov[CV];
+    const __m512 rv = _mm512_set1_ps(rescale);
+    for (int c = 0; c < CV; ++c) ov[c] = _mm512_mul_ps(_mm512_loadu_ps(oj + 16 * c), rv);
+    const float* vr = v + (row0 + h) * s.v_width + s.v_offset;
+    for (int64_t t = 0; t < n; ++t, vr += v_step) {
+      const __m512 p = _mm512_set1_ps(sj[t]);
+      for (int c = 0; c < CV; ++c) ov[c] = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 16 * c), ov[c]);
+    }
+    for (int c = 0; c < CV; ++c) _mm512_storeu_ps(oj + 16 * c, ov[c]);
+  }
+}
+
+// The AVX-512 fold for head sizes 32, 64 and 128 (key and value alike), or null.
+WideFold wide_fold(int64_t dk, int64_t dv) {
+  if (dk != dv) return nullptr;
+  switch (dk) {
+    case 32: return &fold_run_avx512<2, 2>;
+    case 64: return &fold_run_avx512<4, 4>;
+    case 128: return &fold_run_avx512<8, 8>;
+    default: return nullptr;
+  }
+}
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif  // __x86_64__
+
+// One request: all its query heads over its visible keys, folded in one run of keys per cache
+// block, then normalised. `fold(row0, n, query)` folds a run (fold_run or fold_run_avx512).
+template <typename Fold>
+void attend(const Shape& s, int64_t g, const float* q_in, const Buffer& table, int64_t table_row, int64_t position,
+            float* out, std::vector<float>& scratch, Fold&& fold) {
+  const int64_t heads = s.heads, bs = s.block_size;
+  scratch.resize(heads * s.dk + heads * bs + heads * 2 + s.dk + s.dv);
+  Query w{};
+  w.q = scratch.data();
+  w.score = w.q + heads * s.dk;
+  w.run_max = w.score + heads * bs;
+  w.run_sum = w.run_max + heads;
+  w.kt = w.run_sum + heads;
+  w.vt = w.kt + s.dk;
+  w.o = out + g * heads * s.dv;
+  const float qscale = s.soft_cap > 0 ? 1.0f : s.scale;
+  const float* src = q_in + g * heads * s.dk;
+  for (int64_t i = 0; i < heads * s.dk; ++i) w.q[i] = src[i] * qscale;
+  std::fill(w.o, w.o + heads * s.dv, 0.0f);
+  std::fill(w.run_max, w.run_max + heads, -std::numeric_limits<float>::infinity());
+  std::fill(w.run_sum, w.run_sum + heads, 0.0f);
+  const int64_t first = s.window > 0 ? std::max<int64_t>(0, position - s.window + 1) : 0;
+  for (int64_t start = first - first % bs; start <= position; start += bs) {
+    const int64_t block = index_at(table, table_row * s.table_width + start / bs);
+    const int64_t lo = std::max(start, first), hi = std::min(start + bs - 1, position);
+    fold((block * bs + (lo - start)) * s.kv_heads, hi - lo + 1, w);
+  }
+  for (int64_t j = 0; j < heads; ++j) {
+    const float inv = w.run_sum[j] > 0 ? 1.0f / w.run_sum[j] : 0.0f;
+    for (int64_t d = 0; d < s.dv; ++d) w.o[j * s.dv + d] *= inv;
+  }
+}
+
+// This CPU's AVX-512 fold for the call, or null (the portable fold_run).
+template <typename C>
+WideFold wide_path(const Shape& s) {
+#if defined(__x86_64__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return std::is_same_v<C, float> && avx512 ? wide_fold(s.dk, s.dv) : nullptr;
+#else
+  return nullptr;
+#endif
 }
 
 template <typename C>
@@ -140,9 +278,16 @@ void run(const Shape& s, const float* q, const HostCall& call, float* out) {
   const C* kc = static_cast<const C*>(call.arg(1).data);
   const C* vc = static_cast<const C*>(call.arg(2).data);
   const Buffer &table = call.arg(3), &pos = call.arg(4);
+  const auto wide = wide_path<C>(s);
   parallel_for(s.groups, [&](int64_t g) {
     thread_local std::vector<float> scratch;
-    attend<C>(s, g, q, kc, vc, table, table_row(s, call, g), index_at(pos, g), out, scratch);
+    auto fold = [&](int64_t row0, int64_t n, const Query& w) {
+      if constexpr (std::is_same_v<C, float>) {
+        if (wide != nullptr) return wide(s, kc, vc, row0, n, w);
+      }
+      fold_run<C>(s, kc, vc, row0, n, w);
+    };
+    attend(s, g, q, table, table_row(s, call, g), index_at(pos, g), out, scratch, fold);
   });
 }
 

@@ -60,6 +60,10 @@ class SamplingSpec:
     def top_k_active(self, vocab: int) -> bool:
         return self.is_random and 0 < self.top_k < vocab
 
+    def num_edits(self, num_outputs: int) -> int:
+        """``len(self.edits(num_outputs))``, without building them."""
+        return len(self.logit_bias) + (len(self.stop_token_ids) if num_outputs < self.min_tokens else 0)
+
     def edits(self, num_outputs: int):
         """(token, additive value) pairs for this step."""
         out = [(int(t), float(b)) for t, b in self.logit_bias.items()]
@@ -85,7 +89,7 @@ class SamplerVariant:
     @staticmethod
     def for_batch(specs, vocab, num_outputs, bitmask=False, bucket=lambda n: n):
         rand = [s for s in specs if s.is_random]
-        n_edits = sum(len(s.edits(n)) for s, n in zip(specs, num_outputs))
+        n_edits = sum(s.num_edits(n) for s, n in zip(specs, num_outputs))
         n_allowed = sum(len(s.allowed_token_ids) for s in specs if s.allowed_token_ids is not None)
         want = [s.logprobs for s in specs if s.logprobs is not None]
         return SamplerVariant(

@@ -29,6 +29,7 @@ which is how steps of passing shapes reuse programs (``StepState``).
 """
 
 import functools
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -195,6 +196,15 @@ def _penalty_entries(reqs):
     return out
 
 
+def _fill_tables(view, tables):
+    """Writes each row's KV blocks (cut to the view's width) to the first rows of ``view``; the
+    rest of a row keeps its zeros."""
+    width = view.shape[1]
+    cut = [b[:width] for b in tables]
+    lengths = np.fromiter((len(b) for b in cut), dtype=np.int64, count=len(cut))
+    view[: len(cut)][np.arange(width) < lengths[:, None]] = list(itertools.chain.from_iterable(cut))
+
+
 def build(reqs, counts, limits: Limits, grammar=None, choose=None) -> StepBatch:
     """``reqs``: the scheduled StepRequests (the scheduler's order), ``counts``: tokens each
     computes this step; ``grammar``: None or (request ids, bitmask rows); ``choose``: None or
@@ -240,29 +250,38 @@ def build(reqs, counts, limits: Limits, grammar=None, choose=None) -> StepBatch:
     layout = layout_for(key, limits)
     buf, v = layout.host_buffer()
 
-    ids, rowv, flags = v["ids"], v["rows"], v["flags"]
-    rowv[:, 3] = limits.spare_slot
-    real = []
+    # Per row: its token ids (decode rows' runs first; prefill rows' from token d on), its row
+    # metadata, flags and KV table, gathered in lists and written with one assignment each.
+    id_runs, tables = ([], []), ([], [])
+    row_meta, row_flags, real = [], [], []
     token = 0
-    for i, ((r, n), row) in enumerate(zip(ordered, rows)):
+    for i, (r, n) in enumerate(ordered):
+        part = i >= len(dec)
         if i == len(dec):
             token = d
         end = r.num_computed + n
         known = min(end, len(r.tokens))
         if known > r.num_computed:
-            ids[token : token + known - r.num_computed] = r.tokens[r.num_computed : known]
+            id_runs[part].extend(r.tokens[r.num_computed : known])
         if end > known:
             if n != 1:
                 raise RuntimeError(f"request {r.req_id}: {end - known} unknown tokens in a {n}-token step")
-            ids[token] = -1
-        rowv[row] = (token, n, r.num_computed, r.slot)
+            id_runs[part].append(-1)
+        row_meta.append((token, n, r.num_computed, r.slot))
         is_real = end >= len(r.tokens)
-        flags[row] = (REAL if is_real else 0) | (FRESH if r.fresh else 0)
+        row_flags.append((REAL if is_real else 0) | (FRESH if r.fresh else 0))
         real.append(is_real)
-        table_view = v["bt_decode"][row] if row < d else v["bt_prefill"][row - d]
-        blocks = r.blocks[: table_view.shape[0]]
-        table_view[: len(blocks)] = blocks
+        tables[part].append(r.blocks)
         token += n
+    v["rows"][:, 3] = limits.spare_slot
+    v["rows"][rows] = row_meta
+    v["flags"][rows] = row_flags
+    v["ids"][: len(id_runs[0])] = id_runs[0]
+    v["ids"][d : d + len(id_runs[1])] = id_runs[1]
+    if tables[0]:
+        _fill_tables(v["bt_decode"], tables[0])
+    if tables[1]:
+        _fill_tables(v["bt_prefill"], tables[1])
     fill_rows(v, variant, specs, outputs, limits.vocab, rows)
     if variant.penalties:
         pt = v["penalty_tokens"]

@@ -94,7 +94,7 @@ class _StepOutput(AsyncModelRunnerOutput):
         return ModelRunnerOutput(
             req_ids=b.req_ids,
             req_id_to_index={r: i for i, r in enumerate(b.req_ids)},
-            sampled_token_ids=[[int(tok)] if real else [] for tok, real in zip(tokens, b.real)],
+            sampled_token_ids=[[tok] if real else [] for tok, real in zip(tokens.tolist(), b.real)],
             logprobs=LogprobsLists(*logprobs) if logprobs is not None else None,
         )
 

@@ -229,37 +229,68 @@ WideFold wide_fold(int64_t dk, int64_t dv) {
 #pragma GCC pop_options
 #endif  // __x86_64__
 
-// One request: all its query heads over its visible keys, folded in one run of keys per cache
-// block, then normalised. `fold(row0, n, query)` folds a run (fold_run or fold_run_avx512).
+// A tile: `count` queries from g0 on that read one table row at consecutive positions (a
+// prompt chunk in a ragged step; a decode is a tile of one). They take each cache block in
+// turn, so a block's keys and values come from memory once per tile and from cache for the
+// tile's other queries - a long prompt's queries otherwise each stream every earlier key.
+constexpr int64_t kTileQueries = 8;
+
+// The tile's queries, all heads over each one's visible keys, folded in one run of keys per
+// cache block, then normalised. `fold(row0, n, query)` folds a run (fold_run or fold_run_avx512).
 template <typename Fold>
-void attend(const Shape& s, int64_t g, const float* q_in, const Buffer& table, int64_t table_row, int64_t position,
-            float* out, std::vector<float>& scratch, Fold&& fold) {
+void attend(const Shape& s, int64_t g0, int64_t count, const float* q_in, const Buffer& table, int64_t table_row,
+            const Buffer& pos, float* out, std::vector<float>& scratch, Fold&& fold) {
   const int64_t heads = s.heads, bs = s.block_size;
-  scratch.resize(heads * s.dk + heads * bs + heads * 2 + s.dk + s.dv);
-  Query w{};
-  w.q = scratch.data();
-  w.score = w.q + heads * s.dk;
-  w.run_max = w.score + heads * bs;
-  w.run_sum = w.run_max + heads;
-  w.kt = w.run_sum + heads;
-  w.vt = w.kt + s.dk;
-  w.o = out + g * heads * s.dv;
+  const int64_t per_query = heads * s.dk + heads * bs + heads * 2;
+  scratch.resize(count * per_query + s.dk + s.dv);
+  Query tile[kTileQueries];
+  int64_t first[kTileQueries], last[kTileQueries];
   const float qscale = s.soft_cap > 0 ? 1.0f : s.scale;
-  const float* src = q_in + g * heads * s.dk;
-  for (int64_t i = 0; i < heads * s.dk; ++i) w.q[i] = src[i] * qscale;
-  std::fill(w.o, w.o + heads * s.dv, 0.0f);
-  std::fill(w.run_max, w.run_max + heads, -std::numeric_limits<float>::infinity());
-  std::fill(w.run_sum, w.run_sum + heads, 0.0f);
-  const int64_t first = s.window > 0 ? std::max<int64_t>(0, position - s.window + 1) : 0;
-  for (int64_t start = first - first % bs; start <= position; start += bs) {
+  for (int64_t i = 0; i < count; ++i) {
+    Query& w = tile[i];
+    w.q = scratch.data() + i * per_query;
+    w.score = w.q + heads * s.dk;
+    w.run_max = w.score + heads * bs;
+    w.run_sum = w.run_max + heads;
+    w.kt = scratch.data() + count * per_query;
+    w.vt = w.kt + s.dk;
+    w.o = out + (g0 + i) * heads * s.dv;
+    const float* src = q_in + (g0 + i) * heads * s.dk;
+    for (int64_t e = 0; e < heads * s.dk; ++e) w.q[e] = src[e] * qscale;
+    std::fill(w.o, w.o + heads * s.dv, 0.0f);
+    std::fill(w.run_max, w.run_max + heads, -std::numeric_limits<float>::infinity());
+    std::fill(w.run_sum, w.run_sum + heads, 0.0f);
+    last[i] = index_at(pos, g0 + i);
+    first[i] = s.window > 0 ? std::max<int64_t>(0, last[i] - s.window + 1) : 0;
+  }
+  // Positions rise through the tile, so the first query sees the earliest key, the last the latest.
+  for (int64_t start = first[0] - first[0] % bs; start <= last[count - 1]; start += bs) {
     const int64_t block = index_at(table, table_row * s.table_width + start / bs);
-    const int64_t lo = std::max(start, first), hi = std::min(start + bs - 1, position);
-    fold((block * bs + (lo - start)) * s.kv_heads, hi - lo + 1, w);
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t lo = std::max(start, first[i]), hi = std::min(start + bs - 1, last[i]);
+      if (lo <= hi) fold((block * bs + (lo - start)) * s.kv_heads, hi - lo + 1, tile[i]);
+    }
   }
-  for (int64_t j = 0; j < heads; ++j) {
-    const float inv = w.run_sum[j] > 0 ? 1.0f / w.run_sum[j] : 0.0f;
-    for (int64_t d = 0; d < s.dv; ++d) w.o[j * s.dv + d] *= inv;
+  for (int64_t i = 0; i < count; ++i) {
+    const Query& w = tile[i];
+    for (int64_t j = 0; j < heads; ++j) {
+      const float inv = w.run_sum[j] > 0 ? 1.0f / w.run_sum[j] : 0.0f;
+      for (int64_t d = 0; d < s.dv; ++d) w.o[j * s.dv + d] *= inv;
+    }
   }
+}
+
+// The call's tiles: [starts[t], starts[t + 1]) (see kTileQueries).
+std::vector<int64_t> tiles(const Shape& s, const HostCall& call) {
+  const Buffer& pos = call.arg(4);
+  std::vector<int64_t> starts;
+  for (int64_t g = 0; g < s.groups; ++g) {
+    const bool joins = g > 0 && g - starts.back() < kTileQueries && table_row(s, call, g) == table_row(s, call, g - 1) &&
+                       index_at(pos, g) == index_at(pos, g - 1) + 1;
+    if (!joins) starts.push_back(g);
+  }
+  starts.push_back(s.groups);
+  return starts;
 }
 
 // This CPU's AVX-512 fold for the call, or null (the portable fold_run).
@@ -279,7 +310,8 @@ void run(const Shape& s, const float* q, const HostCall& call, float* out) {
   const C* vc = static_cast<const C*>(call.arg(2).data);
   const Buffer &table = call.arg(3), &pos = call.arg(4);
   const auto wide = wide_path<C>(s);
-  parallel_for(s.groups, [&](int64_t g) {
+  const std::vector<int64_t> starts = tiles(s, call);
+  parallel_for(static_cast<int64_t>(starts.size()) - 1, [&](int64_t t) {
     thread_local std::vector<float> scratch;
     auto fold = [&](int64_t row0, int64_t n, const Query& w) {
       if constexpr (std::is_same_v<C, float>) {
@@ -287,7 +319,8 @@ void run(const Shape& s, const float* q, const HostCall& call, float* out) {
       }
       fold_run<C>(s, kc, vc, row0, n, w);
     };
-    attend(s, g, q, table, table_row(s, call, g), index_at(pos, g), out, scratch, fold);
+    const int64_t g0 = starts[t];
+    attend(s, g0, starts[t + 1] - g0, q, table, table_row(s, call, g0), pos, out, scratch, fold);
   });
 }
 

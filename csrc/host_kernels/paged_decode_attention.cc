@@ -6,7 +6,6 @@
 #include <cstring>
 #include <limits>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -127,7 +126,8 @@ void fold_run(const Shape& s, const C* k, const C* v, int64_t row0, int64_t n, c
   }
 }
 
-using WideFold = void (*)(const Shape&, const float*, const float*, int64_t, int64_t, const Query&);
+template <typename C>
+using WideFold = void (*)(const Shape&, const C*, const C*, int64_t, int64_t, const Query&);
 
 #if defined(__x86_64__)
 #pragma GCC push_options
@@ -135,11 +135,11 @@ using WideFold = void (*)(const Shape&, const float*, const float*, int64_t, int
 #pragma GCC diagnostic push
 // GCC 12 warns inside its own reduction intrinsics (_mm512_undefined_ps).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// The same fold for float32 caches with head sizes 32, 64 or 128 on a CPU with AVX-512: each q.k
-// is 16-wide fused multiply-adds and one reduction, a run's scores are exponentiated 16 at a
-// time, and the value rows are added 16 wide into registers. The portable code above loses most
-// of its time to a serial chain of additions per dot product, a scalar exp per score and an
-// output row loaded and stored per token.
+// The same fold for head sizes 32, 64 or 128 on a CPU with AVX-512 (float32, bfloat16 and
+// float16 caches, 16 elements converted per load): each q.k is 16-wide fused multiply-adds and
+// one reduction, a run's scores are exponentiated 16 at a time, and the value rows are added 16
+// wide into registers. The portable code above loses most of its time to a serial chain of
+// additions per dot product, a scalar exp per score and an output row loaded and stored per token.
 
 // e^x for x <= 0 (a score minus its running max; -inf gives 0): x = n ln2 + r with
 // |r| <= ln2 / 2, e^r by its Taylor series to r^7 (relative error below 1e-8), times 2^n.
@@ -160,14 +160,24 @@ inline __m512 exp_nonpositive(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
+// 16 cache elements as float32.
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t* p) {  // bfloat16: the high halves of float32s
+  const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+inline __m512 load16(const _Float16* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
 inline __mmask16 first_lanes(int64_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
 }
 
 // CK = dk / 16 and CV = dv / 16 vectors per key and value row. Per query head, the query and
 // the output stay in registers across the run's tokens.
-template <int CK, int CV>
-void fold_run_avx512(const Shape& s, const float* k, const float* v, int64_t row0, int64_t n, const Query& w) {
+template <typename C, int CK, int CV>
+void fold_run_avx512(const Shape& s, const C* k, const C* v, int64_t row0, int64_t n, const Query& w) {
   const int64_t pk = s.per_kv, bs = s.block_size, heads = s.heads;
   const int64_t k_step = s.kv_heads * s.k_width, v_step = s.kv_heads * s.v_width;  // token to token
   const float soft_cap = s.soft_cap, cap_scale = s.soft_cap > 0 ? s.scale / s.soft_cap : 0.0f;
@@ -177,13 +187,13 @@ void fold_run_avx512(const Shape& s, const float* k, const float* v, int64_t row
     float* sj = w.score + j * bs;
     __m512 qv[CK];
     for (int c = 0; c < CK; ++c) qv[c] = _mm512_loadu_ps(w.q + j * 16 * CK + 16 * c);
-    const float* kr = k + (row0 + h) * s.k_width + s.k_offset;
+    const C* kr = k + (row0 + h) * s.k_width + s.k_offset;
     for (int64_t t = 0; t < n; ++t, kr += k_step) {
-      __m512 a0 = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kr));
-      __m512 a1 = CK > 1 ? _mm512_mul_ps(qv[1], _mm512_loadu_ps(kr + 16)) : _mm512_setzero_ps();
+      __m512 a0 = _mm512_mul_ps(qv[0], load16(kr));
+      __m512 a1 = CK > 1 ? _mm512_mul_ps(qv[1], load16(kr + 16)) : _mm512_setzero_ps();
       for (int c = 2; c < CK; c += 2) {
-        a0 = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(kr + 16 * c), a0);
-        if (c + 1 < CK) a1 = _mm512_fmadd_ps(qv[c + 1], _mm512_loadu_ps(kr + 16 * (c + 1)), a1);
+        a0 = _mm512_fmadd_ps(qv[c], load16(kr + 16 * c), a0);
+        if (c + 1 < CK) a1 = _mm512_fmadd_ps(qv[c + 1], load16(kr + 16 * (c + 1)), a1);
       }
       const float x = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
       sj[t] = soft_cap > 0 ? soft_cap * std::tanh(x * cap_scale) : x;
@@ -206,22 +216,23 @@ void fold_run_avx512(const Shape& s, const float* k, const float* v, int64_t row
     __m512 ov[CV];
     const __m512 rv = _mm512_set1_ps(rescale);
     for (int c = 0; c < CV; ++c) ov[c] = _mm512_mul_ps(_mm512_loadu_ps(oj + 16 * c), rv);
-    const float* vr = v + (row0 + h) * s.v_width + s.v_offset;
+    const C* vr = v + (row0 + h) * s.v_width + s.v_offset;
     for (int64_t t = 0; t < n; ++t, vr += v_step) {
       const __m512 p = _mm512_set1_ps(sj[t]);
-      for (int c = 0; c < CV; ++c) ov[c] = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 16 * c), ov[c]);
+      for (int c = 0; c < CV; ++c) ov[c] = _mm512_fmadd_ps(p, load16(vr + 16 * c), ov[c]);
     }
     for (int c = 0; c < CV; ++c) _mm512_storeu_ps(oj + 16 * c, ov[c]);
   }
 }
 
 // The AVX-512 fold for head sizes 32, 64 and 128 (key and value alike), or null.
-WideFold wide_fold(int64_t dk, int64_t dv) {
+template <typename C>
+WideFold<C> wide_fold(int64_t dk, int64_t dv) {
   if (dk != dv) return nullptr;
   switch (dk) {
-    case 32: return &fold_run_avx512<2, 2>;
-    case 64: return &fold_run_avx512<4, 4>;
-    case 128: return &fold_run_avx512<8, 8>;
+    case 32: return &fold_run_avx512<C, 2, 2>;
+    case 64: return &fold_run_avx512<C, 4, 4>;
+    case 128: return &fold_run_avx512<C, 8, 8>;
     default: return nullptr;
   }
 }
@@ -295,10 +306,10 @@ std::vector<int64_t> tiles(const Shape& s, const HostCall& call) {
 
 // This CPU's AVX-512 fold for the call, or null (the portable fold_run).
 template <typename C>
-WideFold wide_path(const Shape& s) {
+WideFold<C> wide_path(const Shape& s) {
 #if defined(__x86_64__)
   static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return std::is_same_v<C, float> && avx512 ? wide_fold(s.dk, s.dv) : nullptr;
+  return avx512 ? wide_fold<C>(s.dk, s.dv) : nullptr;
 #else
   return nullptr;
 #endif
@@ -314,9 +325,7 @@ void run(const Shape& s, const float* q, const HostCall& call, float* out) {
   parallel_for(static_cast<int64_t>(starts.size()) - 1, [&](int64_t t) {
     thread_local std::vector<float> scratch;
     auto fold = [&](int64_t row0, int64_t n, const Query& w) {
-      if constexpr (std::is_same_v<C, float>) {
-        if (wide != nullptr) return wide(s, kc, vc, row0, n, w);
-      }
+      if (wide != nullptr) return wide(s, kc, vc, row0, n, w);
       fold_run<C>(s, kc, vc, row0, n, w);
     };
     const int64_t g0 = starts[t];

@@ -296,8 +296,8 @@ std::vector<int64_t> tiles(const Shape& s, const HostCall& call) {
   const Buffer& pos = call.arg(4);
   std::vector<int64_t> starts;
   for (int64_t g = 0; g < s.groups; ++g) {
-    const bool joins = g > 0 && g - starts.back() < kTileQueries && table_row(s, call, g) == table_row(s, call, g - 1) &&
-                       index_at(pos, g) == index_at(pos, g - 1) + 1;
+    const bool joins = g > 0 && g - starts.back() < kTileQueries &&
+                       table_row(s, call, g) == table_row(s, call, g - 1) && index_at(pos, g) == index_at(pos, g - 1) + 1;
     if (!joins) starts.push_back(g);
   }
   starts.push_back(s.groups);

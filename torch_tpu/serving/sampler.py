@@ -60,15 +60,18 @@ class SamplingSpec:
     def top_k_active(self, vocab: int) -> bool:
         return self.is_random and 0 < self.top_k < vocab
 
+    def _banned(self, num_outputs: int) -> tuple:
+        """Stop tokens banned at this step (until min_tokens outputs exist)."""
+        return self.stop_token_ids if num_outputs < self.min_tokens else ()
+
     def num_edits(self, num_outputs: int) -> int:
         """``len(self.edits(num_outputs))``, without building them."""
-        return len(self.logit_bias) + (len(self.stop_token_ids) if num_outputs < self.min_tokens else 0)
+        return len(self.logit_bias) + len(self._banned(num_outputs))
 
     def edits(self, num_outputs: int):
         """(token, additive value) pairs for this step."""
         out = [(int(t), float(b)) for t, b in self.logit_bias.items()]
-        if num_outputs < self.min_tokens:
-            out += [(int(t), _NEG_INF) for t in self.stop_token_ids]
+        out += [(int(t), _NEG_INF) for t in self._banned(num_outputs)]
         return out
 
 

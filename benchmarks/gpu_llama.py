@@ -10,6 +10,9 @@ batch (forward + backward + AdamW, the loss read back every step), in this order
   ref_inductor   torch.compile (Inductor) on the reference device (cuda only by default)
   tpu_compile    torch.compile(step, backend="tpu") - forward, backward and AdamW as one program
   tpu_fused      Fused eager (ops recorded, run as one cached graph per step)
+The reference contenders on cuda run in a child process that never loads torch_tpu: PyTorch takes a
+registered PrivateUse1 backend as the process's one accelerator, and CUDA autograd then fails in
+that process (an internal assert in the autograd engine; pytorch/pytorch#161129).
 Reported: step time, tokens/s, MFU (model FLOPs per step / step time / --peak-flops) and the
 per-op dispatch cost of Strict mode against eager on the reference device (`a + b`, 8 elements).
 The contenders' losses must agree (bf16 tolerance); otherwise the run fails (exit 2) after
@@ -22,7 +25,9 @@ import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -30,9 +35,7 @@ import torch
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(_HERE, ".."))
 
-import torch_tpu  # noqa: E402
 from models.llama import Llama, LlamaConfig  # noqa: E402
-from torch_tpu.execution_mode import mode  # noqa: E402
 
 # ~1B parameters: 16 layers of dim 2048 (SwiGLU hidden 5632), 32k vocabulary, 2048 tokens.
 CONFIGS = {
@@ -109,10 +112,17 @@ def synchronize(device):
         torch.cuda.synchronize()
 
 
+def _tpu_mode(name):
+    """Strict, Fused or Debug for the tpu contenders (torch_tpu imported only where it runs)."""
+    from torch_tpu.execution_mode import mode
+
+    return mode(name)
+
+
 def run_contender(name, c, state, tokens, ref_device, steps, warmup):
     device = "tpu" if name.startswith("tpu") else ref_device
     eager_mode = "fused" if name == "tpu_fused" else "strict"
-    with mode(eager_mode) if device == "tpu" else _nullcontext():
+    with _tpu_mode(eager_mode) if device == "tpu" else _nullcontext():
         step = make_step(name, c, state, tokens, device)
         losses, times = [], []
         t0 = time.perf_counter()
@@ -141,7 +151,7 @@ def dispatch_per_op(ref_device, iters):
     """Seconds per `a + b` (8 elements, cached program): tpu Strict vs eager on `ref_device`."""
     out = {}
     for device in ("tpu", ref_device):
-        with mode("strict") if device == "tpu" else _nullcontext():
+        with _tpu_mode("strict") if device == "tpu" else _nullcontext():
             a, b = torch.randn(8, device=device), torch.randn(8, device=device)
             for _ in range(100):
                 a + b
@@ -193,7 +203,89 @@ def parse_args(argv=None):
     p.add_argument("--loss-atol", type=float, default=3e-2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=os.path.join(_HERE, "results"), help="directory for gpu_llama.json")
+    p.add_argument("--reference-in-child", action="store_true",
+                   help="run the reference contenders in a child process without torch_tpu "
+                        "(always so on cuda)")
+    p.add_argument("--reference-only", action="store_true", help=argparse.SUPPRESS)  # the child
     return p.parse_args(argv)
+
+
+def run_contenders(names, c, state, tokens, ref_device, steps, warmup, flops, peak_flops):
+    """Runs `names` in this process, printing each; returns (results, errors)."""
+    results, errors = {}, {}
+    for name in names:
+        try:
+            r = run_contender(name, c, state, tokens, ref_device, steps, warmup)
+        except Exception as e:  # one contender failing must not hide the others' numbers
+            errors[name] = f"{type(e).__name__}: {e}"[:2000]
+            print(f"  {name}: FAILED {errors[name][:300]}", flush=True)
+            continue
+        r["tokens_per_s"] = c["batch"] * c["seq"] / r["step_s"]
+        r["mfu"] = flops / r["step_s"] / peak_flops
+        results[name] = r
+        print(f"  {name:13s} {r['step_s'] * 1e3:9.2f} ms/step  {r['tokens_per_s']:12.0f} tok/s  "
+              f"MFU {r['mfu'] * 100:6.2f}%  loss {r['losses'][-1]:.4f}", flush=True)
+        if ref_device == "cuda":
+            torch.cuda.empty_cache()  # the next contender (maybe the XLA pool) gets the memory
+    return results, errors
+
+
+def run_reference_in_child(names, c, args, ref_device):
+    """The reference contenders in a child process that does not load torch_tpu (see the
+    module's docstring); returns (results, errors) as `run_contenders` does."""
+    with tempfile.TemporaryDirectory() as d:
+        cmd = [sys.executable, os.path.abspath(__file__), "--reference-only", "--out", d,
+               "--contenders", ",".join(names), "--ref-device", ref_device, "--batch", str(c["batch"]),
+               "--seq", str(c["seq"]), "--warmup", str(args.warmup), "--seed", str(args.seed),
+               "--peak-flops", str(args.peak_flops), "--config", args.config_name]
+        if args.steps:
+            cmd += ["--steps", str(args.steps)]
+        env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+        proc = subprocess.run(cmd, env=env)  # its lines go to this process's output
+        path = os.path.join(d, "reference.json")
+        if not os.path.exists(path):
+            return {}, {n: f"the reference process exited with {proc.returncode} before its results"
+                        for n in names}
+        with open(path) as f:
+            data = json.load(f)
+    for r in data["results"].values():
+        r["process"] = "child"
+    return data["results"], data["errors"]
+
+
+def markdown(data) -> str:
+    """The results as a table (gpu_llama.md beside gpu_llama.json)."""
+    env, c = data["environment"], data["config"]
+    ref = next(iter(data["contenders"].values()), None)
+    lines = [
+        "# Llama training step on one GPU: torch_tpu on the XLA CUDA plugin vs PyTorch on the same GPU",
+        "",
+        f"Measured {env['date']} on {env['reference_name']} ({env['tpu_device_kind']} through "
+        f"{env['plugin']}, PJRT {env['pjrt_api']}), torch {env['torch']}, Python {env['python']}.",
+        f"Model: {data['params'] / 1e6:.0f}M parameters (dim {c['dim']}, {c['layers']} layers, vocab "
+        f"{c['vocab']}), bf16, batch {c['batch']} x {c['seq']} tokens, AdamW; {data['warmup']} warm-up "
+        f"steps then the median of {data['steps']}; MFU against {data['peak_flops'] / 1e12:.0f} TFLOP/s.",
+        "",
+        "| contender | ms/step | tokens/s | MFU | vs the first | warm-up s | last loss |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, r in data["contenders"].items():
+        ratio = ref["step_s"] / r["step_s"] if ref else float("nan")
+        lines.append(f"| {name} | {r['step_s'] * 1e3:.1f} | {r['tokens_per_s']:.0f} | {r['mfu'] * 100:.1f}% | "
+                     f"{ratio:.2f}x | {r['warmup_s']:.1f} | {r['losses'][-1]:.4f} |")
+    for name, err in data["errors"].items():
+        lines.append(f"| {name} | failed: {err[:120]} | | | | | |")
+    d = data["dispatch_per_op_s"]
+    lines += [
+        "",
+        "vs the first: its step time over the contender's (above 1 the contender is faster). "
+        f"Losses agree within rtol {data['loss_tolerance']['rtol']} (mismatches: "
+        f"{len(data['loss_mismatches'])}).",
+        f"Dispatch of one small op (`a + b`, 8 elements): tpu Strict {d['tpu'] * 1e6:.1f} us, "
+        f"{env['reference_device']} eager {d[env['reference_device']] * 1e6:.1f} us.",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def main(argv=None):
@@ -215,27 +307,33 @@ def main(argv=None):
     else:
         names = [n for n in ALL_CONTENDERS if not (n == "ref_inductor" and ref_device == "cpu")]
 
+    args.config_name = args.config or ("full" if ref_device == "cuda" else "tiny")
     state, tokens, n_params, n_embedding = initial_state(c, args.seed)
     flops = flops_per_step(c, n_params, n_embedding)
+    if args.reference_only:  # the child of run_reference_in_child: no torch_tpu here
+        results, errors = run_contenders(names, c, state, tokens, ref_device, steps, args.warmup, flops,
+                                         args.peak_flops)
+        for r in results.values():
+            r["torch_tpu_loaded"] = "torch_tpu" in sys.modules  # must stay False
+        with open(os.path.join(args.out, "reference.json"), "w") as f:
+            json.dump({"results": results, "errors": errors}, f)
+        return 0
+
+    import torch_tpu  # noqa: F401  (the tpu device)
+
     props = torch.tpu.get_device_properties(0)
     print(f"gpu_llama: {n_params / 1e6:.1f}M params, batch {c['batch']} x {c['seq']}, "
           f"tpu = {props.device_kind} ({props.platform}), reference = {ref_device}", flush=True)
 
+    refs = [n for n in names if not n.startswith("tpu")]
     results, errors = {}, {}
-    for name in names:
-        try:
-            r = run_contender(name, c, state, tokens, ref_device, steps, args.warmup)
-        except Exception as e:  # one contender failing must not hide the others' numbers
-            errors[name] = f"{type(e).__name__}: {e}"[:2000]
-            print(f"  {name}: FAILED {errors[name][:300]}", flush=True)
-            continue
-        r["tokens_per_s"] = c["batch"] * c["seq"] / r["step_s"]
-        r["mfu"] = flops / r["step_s"] / args.peak_flops
-        results[name] = r
-        print(f"  {name:13s} {r['step_s'] * 1e3:9.2f} ms/step  {r['tokens_per_s']:12.0f} tok/s  "
-              f"MFU {r['mfu'] * 100:6.2f}%  loss {r['losses'][-1]:.4f}", flush=True)
-        if ref_device == "cuda":
-            torch.cuda.empty_cache()  # the next contender (maybe the XLA pool) gets the memory
+    if refs and (ref_device == "cuda" or args.reference_in_child):
+        results, errors = run_reference_in_child(refs, c, args, ref_device)
+        names = [n for n in names if n.startswith("tpu")]
+    more, more_errors = run_contenders(names, c, state, tokens, ref_device, steps, args.warmup, flops,
+                                       args.peak_flops)
+    results.update(more)
+    errors.update(more_errors)
 
     dispatch = dispatch_per_op(ref_device, args.dispatch_iters)
     print(f"  dispatch per op: tpu Strict {dispatch['tpu'] * 1e6:.2f} us, {ref_device} eager "
@@ -264,7 +362,9 @@ def main(argv=None):
     path = os.path.join(args.out, "gpu_llama.json")
     with open(path, "w") as f:
         json.dump(data, f, indent=2)
-    print(f"gpu_llama: wrote {path}", flush=True)
+    with open(os.path.join(args.out, "gpu_llama.md"), "w") as f:
+        f.write(markdown(data))
+    print(f"gpu_llama: wrote {path} and gpu_llama.md", flush=True)
     if mismatches:
         print("gpu_llama: LOSSES DISAGREE between contenders:\n  " + "\n  ".join(mismatches), file=sys.stderr)
         return 2

@@ -15,7 +15,8 @@ fi
 pjrt_inc="$(.venv/bin/python -c 'import importlib.util,os; s=importlib.util.find_spec("xla_plugins.xla_cpu_pjrt"); print(os.path.join(list(s.submodule_search_locations)[0],"include"))')"
 py_inc="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
 status=0
-for f in csrc/device/*.cc csrc/aten/*.cc csrc/distributed/*.cc csrc/python/*.cc; do
+for f in csrc/device/*.cc csrc/aten/*.cc csrc/distributed/*.cc csrc/compile/*.cc csrc/profiler/*.cc \
+         csrc/host_aten/*.cc csrc/python/*.cc; do
   # -include mirrors the build, which force-includes this precompiled header in every file.
   if ! g++ -std=c++17 -fsyntax-only -include csrc/aten/torch_headers.h -I"$dir/torch/include" -I"$dir/torch/include/torch/csrc/api/include" \
        -Icsrc -I"$pjrt_inc" -I"$py_inc" "$f"; then

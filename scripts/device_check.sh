@@ -15,7 +15,8 @@
 # any prerequisite is missing.
 #
 # OUTDIR gets: summary.json (one entry per phase: status, seconds), env.txt, build.log,
-# tests.log, tests.xml (JUnit), bench.log, gpu_llama.json.
+# tests.log (each test file in a pytest process of its own, so a crash loses one file), tests.xml
+# (JUnit, every file's), bench.log, gpu_llama.json and gpu_llama.md.
 # Environment: DEVICE_CHECK_TESTS="tests/a.py tests/b.py" replaces the test list;
 # DEVICE_CHECK_BENCH_ARGS adds arguments to benchmarks/gpu_llama.py; PYTHON picks the
 # interpreter (default python3, or .venv/bin/python in the dry run).
@@ -81,6 +82,7 @@ if [ "$dry_run" = 1 ]; then
   bench_args="--config tiny --steps 1 --warmup 1 --dispatch-iters 100 --ref-device cpu"
   test_timeout=120
   bench_timeout=150
+  verbosity=-q
 else
   export TORCH_TPU_PLATFORM="${TORCH_TPU_PLATFORM:-cuda}"
   py="${PYTHON:-python3}"
@@ -99,6 +101,8 @@ else
   bench_args="--ref-device cuda"
   test_timeout=200
   bench_timeout=240
+  # One line per test as it finishes: a run stopped at its limit still says what passed.
+  verbosity=-v
   # torch's caching allocator and XLA's pool share the GPU: XLA grows its pool on demand.
   export TORCH_TPU_GPU_PREALLOCATE="${TORCH_TPU_GPU_PREALLOCATE:-0}"
 fi
@@ -175,6 +179,10 @@ else
     # A venv over the system site-packages: torch and the plugin come from the system, torch_tpu
     # from this tree (a .pth line) with its entry points (a dist-info), nothing downloaded.
     [ -x "$venv/bin/python" ] || "$py" -m venv --system-site-packages --without-pip "$venv"
+    # When python3 is itself a venv (the GPU machine's is /opt/torch/.venv), "system site" means
+    # the base interpreter's: name the parent's site-packages explicitly, or torch is not found.
+    "$py" -c 'import site; print("\n".join(site.getsitepackages()))' \
+      > "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/parent_site.pth"
     TORCH_DEVICE_BACKEND_AUTOLOAD=0 cmake -S "$root" -B "$build/cmake" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
       -DTPU_BUILD_TESTS=OFF -DPython3_EXECUTABLE="$venv/bin/python" -DPJRT_C_API_INCLUDE_DIR="$pjrt_inc" \
       && TORCH_DEVICE_BACKEND_AUTOLOAD=0 timeout "$build_limit" cmake --build "$build/cmake" -j "$(nproc)"
@@ -207,17 +215,56 @@ if [ $limit -lt 20 ]; then
 elif ! "$py" -c 'import pytest' >/dev/null 2>&1; then
   record tests skipped 0 "pytest is not installed for $py (nothing can be downloaded here): install it system-wide"
 else
-  # shellcheck disable=SC2086
-  timeout -k 10 "$limit" "$py" -m pytest $tests -q -p no:cacheprovider --junitxml="$out/tests.xml" \
-    > "$out/tests.log" 2>&1
-  rc=$?
-  grep -v cpu_aot_loader "$out/tests.log" | tail -5
-  last="$(grep -E '(passed|failed|error|skipped)' "$out/tests.log" | tail -1)"
-  case $rc in
-    0) record tests ok $(( $(date +%s) - t0 )) "$last" ;;
-    124|137) record tests timeout $(( $(date +%s) - t0 )) "stopped after ${limit}s: $last" ;;
-    *) record tests failed $(( $(date +%s) - t0 )) "rc $rc: $last" ;;
-  esac
+  # One pytest process per file: a file that crashes the interpreter (a segfault) loses only
+  # its own results. Each file's JUnit report is merged into tests.xml.
+  : > "$out/tests.log"
+  mkdir -p "$out/junit"
+  crashed=() not_run=() failed_files=()
+  for f in $tests; do
+    file_left=$(( limit - ($(date +%s) - t0) ))
+    if [ $file_left -lt 10 ]; then
+      not_run+=("$f")
+      continue
+    fi
+    echo "=== $f" >> "$out/tests.log"
+    timeout -k 10 "$file_left" "$py" -m pytest "$f" "$verbosity" --tb=short -rfE -p no:cacheprovider \
+      --junitxml="$out/junit/$(basename "$f" .py).xml" >> "$out/tests.log" 2>&1
+    case $? in
+      0|5) ;;  # 5: nothing collected
+      1) failed_files+=("$f") ;;
+      124|137) not_run+=("$f (stopped at the time limit)") ;;
+      *) crashed+=("$f") ;;
+    esac
+  done
+  counts="$("$py" - "$out/junit" "$out/tests.xml" <<'PYEOF'
+import glob, os, sys
+import xml.etree.ElementTree as ET
+root = ET.Element("testsuites")
+total = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.xml"))):
+    suites = ET.parse(path).getroot()
+    for suite in ([suites] if suites.tag == "testsuite" else list(suites)):
+        root.append(suite)
+        for k in total:
+            total[k] += int(suite.get(k, 0))
+ET.ElementTree(root).write(sys.argv[2])
+passed = total["tests"] - total["failures"] - total["errors"] - total["skipped"]
+print(f"{passed} passed, {total['failures']} failed, {total['errors']} errors, {total['skipped']} skipped")
+PYEOF
+)"
+  rm -rf "$out/junit"
+  detail="$counts"
+  [ ${#failed_files[@]} -gt 0 ] && detail="$detail; failures in: ${failed_files[*]}"
+  [ ${#crashed[@]} -gt 0 ] && detail="$detail; crashed (no report): ${crashed[*]}"
+  [ ${#not_run[@]} -gt 0 ] && detail="$detail; not run: ${not_run[*]}"
+  grep -v cpu_aot_loader "$out/tests.log" | grep -E "^(FAILED|ERROR) " | head -40
+  if [ ${#crashed[@]} -gt 0 ] || [ ${#failed_files[@]} -gt 0 ]; then
+    record tests failed $(( $(date +%s) - t0 )) "$detail"
+  elif [ ${#not_run[@]} -gt 0 ]; then
+    record tests timeout $(( $(date +%s) - t0 )) "stopped after ${limit}s: $detail"
+  else
+    record tests ok $(( $(date +%s) - t0 )) "$detail"
+  fi
 fi
 
 # ---- benchmark ------------------------------------------------------------------------------

@@ -76,6 +76,9 @@ def test_dry_run_benchmark_results(dry_run):
         for a, b in zip(r["losses"], ref):
             assert abs(a - b) <= 3e-2 + 3e-2 * abs(b), (name, a, b)
     assert data["dispatch_per_op_s"]["tpu"] > 0 and data["dispatch_per_op_s"]["cpu"] > 0
+    table = (out / "gpu_llama.md").read_text()
+    for name in data["contenders"]:
+        assert f"| {name} |" in table
 
 
 def _bench_module():
@@ -101,3 +104,19 @@ def test_benchmark_flags_disagreeing_losses():
     assert mod.flops_per_step(cfg, params, 2 * v * d) > 6 * (params - 2 * v * d) * cfg["batch"] * cfg["seq"]
     with pytest.raises(SystemExit):
         mod.main(["--contenders", "tpu_eager_bogus", "--ref-device", "cpu"])
+
+
+def test_reference_in_a_child_process_without_torch_tpu(tmp_path):
+    # On cuda the reference contenders always run so: CUDA autograd fails in a process where a
+    # PrivateUse1 backend is registered (pytorch/pytorch#161129).
+    mod = _bench_module()
+    rc = mod.main(["--config", "tiny", "--steps", "1", "--warmup", "1", "--dispatch-iters", "20",
+                   "--ref-device", "cpu", "--contenders", "ref_eager,tpu_compile", "--reference-in-child",
+                   "--out", str(tmp_path)])
+    data = json.loads((tmp_path / "gpu_llama.json").read_text())
+    assert rc == 0 and data["errors"] == {} and data["loss_mismatches"] == []
+    ref = data["contenders"]["ref_eager"]
+    assert ref["process"] == "child" and ref["torch_tpu_loaded"] is False
+    assert "process" not in data["contenders"]["tpu_compile"]
+    assert list(data["contenders"]) == ["ref_eager", "tpu_compile"]  # the reference stays the base
+    assert ref["losses"] == pytest.approx(data["contenders"]["tpu_compile"]["losses"], rel=3e-2, abs=3e-2)

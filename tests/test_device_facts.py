@@ -87,7 +87,7 @@ def test_precedence_unit_tests():
     proc = subprocess.run([binary, "--gtest_filter=MemoryFigures.*:MemoryTotals.*"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "[  PASSED  ] 5 tests" in proc.stdout
+    assert "[  PASSED  ] 6 tests" in proc.stdout
 
 
 def test_plugin_memory_statistics_when_reported():

@@ -4,7 +4,10 @@ import gc
 
 import torch
 
+from device_marks import allocator_counted_memory, needs_two_devices
 
+
+@allocator_counted_memory
 def test_allocated_tracks_tensors():
     torch.tpu.synchronize()
     gc.collect()
@@ -29,6 +32,7 @@ def test_peak_and_reset():
     assert torch.tpu.max_memory_allocated() == torch.tpu.memory_allocated()
 
 
+@needs_two_devices
 def test_devices_are_counted_separately():
     b0, b1 = torch.tpu.memory_allocated(0), torch.tpu.memory_allocated(1)
     z = torch.zeros(1000, device="tpu:1")
@@ -48,6 +52,7 @@ def test_stats_dict_and_accelerator_view():
     assert torch.tpu.memory_allocated() >= x.numel() * 4
 
 
+@allocator_counted_memory
 def test_storage_resize_is_accounted():
     t = torch.empty(100, device="tpu")
     before = torch.tpu.memory_allocated()

@@ -3,6 +3,8 @@
 import pytest
 import torch
 
+from device_marks import needs_two_devices
+
 
 def draw():
     return torch.rand(1000, device="tpu").cpu(), torch.randn(1000, device="tpu").cpu()
@@ -46,6 +48,7 @@ def test_explicit_generator():
     assert torch.equal(a, b)
 
 
+@needs_two_devices
 def test_each_device_has_its_own_generator():
     torch.manual_seed(3)
     a0 = torch.rand(10, device="tpu:0").cpu()

@@ -26,6 +26,10 @@ from . import tpu  # noqa: E402
 torch._register_device_module("tpu", tpu)
 torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
 
+from . import _meta_compat  # noqa: E402
+
+_meta_compat.install()  # shape kernels older torch versions lack (fake tensors under compile)
+
 from . import _backends  # noqa: E402,F401  (torch.backends.tpu)
 from . import distributed  # noqa: E402  (the tpu_dist backend of torch.distributed)
 from . import execution_mode  # noqa: E402

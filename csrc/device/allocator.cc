@@ -25,8 +25,14 @@ struct DeviceCounters {
 
 std::mutex g_stats_mutex;
 std::array<DeviceCounters, kMaxDevices> g_stats;
-// Per device: reset_peak_memory_stats() ran, so the plugin's (unresettable) peak is stale.
-std::array<bool, kMaxDevices> g_peak_reset{};
+// Per device: reset_peak_memory_stats() ran, so the plugin's (unresettable) peak is stale; and
+// the levels at that reset (runtime::TrackedBytes).
+struct PeakReset {
+  bool done = false;
+  int64_t current = 0;
+  int64_t device_in_use = 0;
+};
+std::array<PeakReset, kMaxDevices> g_peak_reset{};
 
 // torch.profiler(profile_memory=True): allocation (+) and free (-) events of tpu memory. The
 // check is a thread-local read; nothing is reported outside a profiling session.
@@ -115,7 +121,9 @@ runtime::MemoryFigures memory_figures(c10::DeviceIndex device) {
     std::lock_guard<std::mutex> lock(g_stats_mutex);
     tracked.current = g_stats[device].bytes.current;
     tracked.peak = g_stats[device].bytes.peak;
-    tracked.peak_reset = g_peak_reset[device];
+    tracked.peak_reset = g_peak_reset[device].done;
+    tracked.current_at_reset = g_peak_reset[device].current;
+    tracked.device_in_use_at_reset = g_peak_reset[device].device_in_use;
   }
   return runtime::choose_memory_figures(tracked, plugin_stats);
 }
@@ -154,10 +162,13 @@ void TpuAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
 
 void TpuAllocator::resetPeakStats(c10::DeviceIndex device) {
   runtime::check_device_index(device);
+  // Asked outside the lock, as in memory_figures.
+  const auto plugin_stats = runtime::Runtime::get().client().memory_stats(device);
   std::lock_guard<std::mutex> lock(g_stats_mutex);
   g_stats[device].allocations.reset_peak();
   g_stats[device].bytes.reset_peak();
-  g_peak_reset[device] = true;
+  const int64_t current = g_stats[device].bytes.current;
+  g_peak_reset[device] = {true, current, plugin_stats ? plugin_stats->bytes_in_use : current};
 }
 
 std::pair<size_t, size_t> TpuAllocator::getMemoryInfo(c10::DeviceIndex device) {

@@ -19,9 +19,12 @@ MemoryFigures choose_memory_figures(const TrackedBytes& tracked,
     f.peak_allocated = *device->peak_bytes_in_use;
     f.peak_source = kSourcePjrt;
   } else {
-    // The plugin's peak is missing or predates a reset: the allocator's peak since the reset,
-    // never below what is in use now.
-    f.peak_allocated = std::max(tracked.peak, f.allocated);
+    // The plugin's peak is missing or predates a reset: the plugin's level at the reset plus
+    // the allocator's largest growth since (without a reset: the allocator's peak), never below
+    // what is in use now. The allocator's own bytes are not the plugin's (XLA's buffers,
+    // storages not yet written), so only its growth is added.
+    const int64_t growth = std::max<int64_t>(0, tracked.peak - tracked.current_at_reset);
+    f.peak_allocated = std::max(tracked.device_in_use_at_reset + growth, f.allocated);
   }
   if (device->bytes_reserved) {
     f.reserved = *device->bytes_reserved;

@@ -23,6 +23,10 @@ struct TrackedBytes {
   int64_t peak = 0;
   // reset_peak_memory_stats() ran: the plugin's peak (which cannot be reset) no longer applies.
   bool peak_reset = false;
+  // At the last reset: the allocator's current bytes and the plugin's bytes in use. The peak
+  // since then is the plugin's level at the reset plus the allocator's largest growth since.
+  int64_t current_at_reset = 0;
+  int64_t device_in_use_at_reset = 0;
 };
 
 struct MemoryFigures {

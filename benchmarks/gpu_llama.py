@@ -129,14 +129,25 @@ def run_contender(name, c, state, tokens, ref_device, steps, warmup):
         for _ in range(warmup):
             losses.append(step())
         warmup_s = time.perf_counter() - t0
+        before = _cache_counts() if device == "tpu" else None
         for _ in range(steps):
             synchronize(device)
             t = time.perf_counter()
             losses.append(step())
             times.append(time.perf_counter() - t)
-    return {"device": device, "mode": eager_mode if device == "tpu" else "eager",
-            "losses": losses, "step_times_s": times, "warmup_s": warmup_s,
-            "step_s": statistics.median(times)}
+    r = {"device": device, "mode": eager_mode if device == "tpu" else "eager",
+         "losses": losses, "step_times_s": times, "warmup_s": warmup_s,
+         "step_s": statistics.median(times)}
+    if before is not None:  # what a timed step launched and compiled (explains a slow contender)
+        after = _cache_counts()
+        r["per_step"] = {k: (after[k] - before[k]) / steps for k in after}
+    return r
+
+
+def _cache_counts():
+    """Programs executed and compiled so far, and input buffers donated to outputs."""
+    stats = torch.tpu.compilation_cache_stats()
+    return {k: stats[k] for k in ("executions", "compiles", "donated_buffers")}
 
 
 class _nullcontext:
@@ -266,15 +277,17 @@ def markdown(data) -> str:
         f"{c['vocab']}), bf16, batch {c['batch']} x {c['seq']} tokens, AdamW; {data['warmup']} warm-up "
         f"steps then the median of {data['steps']}; MFU against {data['peak_flops'] / 1e12:.0f} TFLOP/s.",
         "",
-        "| contender | ms/step | tokens/s | MFU | vs the first | warm-up s | last loss |",
-        "|---|---|---|---|---|---|---|",
+        "| contender | ms/step | tokens/s | MFU | vs the first | warm-up s | last loss | programs / step | compiles / step |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in data["contenders"].items():
         ratio = ref["step_s"] / r["step_s"] if ref else float("nan")
+        per = r.get("per_step")
+        counts = f"{per['executions']:.1f} | {per['compiles']:.1f}" if per else "- | -"
         lines.append(f"| {name} | {r['step_s'] * 1e3:.1f} | {r['tokens_per_s']:.0f} | {r['mfu'] * 100:.1f}% | "
-                     f"{ratio:.2f}x | {r['warmup_s']:.1f} | {r['losses'][-1]:.4f} |")
+                     f"{ratio:.2f}x | {r['warmup_s']:.1f} | {r['losses'][-1]:.4f} | {counts} |")
     for name, err in data["errors"].items():
-        lines.append(f"| {name} | failed: {err[:120]} | | | | | |")
+        lines.append(f"| {name} | failed: {err[:120]} | | | | | | | |")
     d = data["dispatch_per_op_s"]
     lines += [
         "",

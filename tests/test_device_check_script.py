@@ -118,5 +118,8 @@ def test_reference_in_a_child_process_without_torch_tpu(tmp_path):
     ref = data["contenders"]["ref_eager"]
     assert ref["process"] == "child" and ref["torch_tpu_loaded"] is False
     assert "process" not in data["contenders"]["tpu_compile"]
+    # Each tpu contender reports what a timed step launched: a warm compiled step compiles nothing.
+    per = data["contenders"]["tpu_compile"]["per_step"]
+    assert per["executions"] >= 1 and per["compiles"] == 0
     assert list(data["contenders"]) == ["ref_eager", "tpu_compile"]  # the reference stays the base
     assert ref["losses"] == pytest.approx(data["contenders"]["tpu_compile"]["losses"], rel=3e-2, abs=3e-2)

@@ -18,6 +18,7 @@
 # tests.log (each test file in a pytest process of its own, so a crash loses one file), tests.xml
 # (JUnit, every file's), bench.log, gpu_llama.json and gpu_llama.md.
 # Environment: DEVICE_CHECK_TESTS="tests/a.py tests/b.py" replaces the test list;
+# DEVICE_CHECK_TEST_WORKERS sets how many test files run at a time (4 on a GPU, 1 in the dry run);
 # DEVICE_CHECK_BENCH_ARGS adds arguments to benchmarks/gpu_llama.py; PYTHON picks the
 # interpreter (default python3, or .venv/bin/python in the dry run).
 set -uo pipefail
@@ -83,6 +84,7 @@ if [ "$dry_run" = 1 ]; then
   test_timeout=120
   bench_timeout=150
   verbosity=-q
+  workers="${DEVICE_CHECK_TEST_WORKERS:-1}"
 else
   export TORCH_TPU_PLATFORM="${TORCH_TPU_PLATFORM:-cuda}"
   py="${PYTHON:-python3}"
@@ -103,6 +105,8 @@ else
   bench_timeout=240
   # One line per test as it finishes: a run stopped at its limit still says what passed.
   verbosity=-v
+  # Test files at a time (each its own process and PJRT client; the plugin's pool grows on demand).
+  workers="${DEVICE_CHECK_TEST_WORKERS:-4}"
   # torch's caching allocator and XLA's pool share the GPU: XLA grows its pool on demand.
   export TORCH_TPU_GPU_PREALLOCATE="${TORCH_TPU_GPU_PREALLOCATE:-0}"
 fi
@@ -215,27 +219,44 @@ if [ $limit -lt 20 ]; then
 elif ! "$py" -c 'import pytest' >/dev/null 2>&1; then
   record tests skipped 0 "pytest is not installed for $py (nothing can be downloaded here): install it system-wide"
 else
-  # One pytest process per file: a file that crashes the interpreter (a segfault) loses only
-  # its own results. Each file's JUnit report is merged into tests.xml.
-  : > "$out/tests.log"
-  mkdir -p "$out/junit"
-  crashed=() not_run=() failed_files=()
+  # One pytest process per file, up to $workers at a time: a file that crashes the interpreter
+  # (a segfault) loses only its own results, and on a GPU machine's many cores the files that
+  # spend their time compiling run side by side. Each file's JUnit report is merged into
+  # tests.xml, its log appended to tests.log in the list's order.
+  mkdir -p "$out/junit" "$out/logs"
+  run_file() {  # INDEX FILE SECONDS
+    timeout -k 10 "$3" "$py" -m pytest "$2" "$verbosity" --tb=short -rfE -p no:cacheprovider \
+      --junitxml="$out/junit/$1.xml" > "$out/logs/$1.log" 2>&1
+    echo $? > "$out/logs/$1.rc"
+  }
+  i=0
   for f in $tests; do
+    i=$((i + 1))
+    idx=$(printf %03d $i)
+    echo "$f" > "$out/logs/$idx.name"
+    while [ "$(jobs -rp | wc -l)" -ge "$workers" ]; do wait -n; done
     file_left=$(( limit - ($(date +%s) - t0) ))
-    if [ $file_left -lt 10 ]; then
+    [ $file_left -ge 10 ] && run_file "$idx" "$f" "$file_left" &
+  done
+  wait
+  : > "$out/tests.log"
+  crashed=() not_run=() failed_files=()
+  for name_file in "$out"/logs/*.name; do
+    idx="$(basename "$name_file" .name)"
+    f="$(cat "$name_file")"
+    if [ ! -f "$out/logs/$idx.rc" ]; then
       not_run+=("$f")
       continue
     fi
-    echo "=== $f" >> "$out/tests.log"
-    timeout -k 10 "$file_left" "$py" -m pytest "$f" "$verbosity" --tb=short -rfE -p no:cacheprovider \
-      --junitxml="$out/junit/$(basename "$f" .py).xml" >> "$out/tests.log" 2>&1
-    case $? in
+    { echo "=== $f"; cat "$out/logs/$idx.log"; } >> "$out/tests.log"
+    case "$(cat "$out/logs/$idx.rc")" in
       0|5) ;;  # 5: nothing collected
       1) failed_files+=("$f") ;;
       124|137) not_run+=("$f (stopped at the time limit)") ;;
       *) crashed+=("$f") ;;
     esac
   done
+  rm -rf "$out/logs"
   counts="$("$py" - "$out/junit" "$out/tests.xml" <<'PYEOF'
 import glob, os, sys
 import xml.etree.ElementTree as ET

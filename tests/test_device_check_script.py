@@ -123,3 +123,24 @@ def test_reference_in_a_child_process_without_torch_tpu(tmp_path):
     assert per["executions"] >= 1 and per["compiles"] == 0
     assert list(data["contenders"]) == ["ref_eager", "tpu_compile"]  # the reference stays the base
     assert ref["losses"] == pytest.approx(data["contenders"]["tpu_compile"]["losses"], rel=3e-2, abs=3e-2)
+
+
+def test_a_crashing_test_file_loses_only_its_own_results(tmp_path):
+    # Each file runs in its own pytest process (two at a time here): a segfault in one file is
+    # reported as that file's crash, the other files' results stay.
+    crash = tmp_path / "test_crashes.py"
+    crash.write_text("import os, signal\n\ndef test_crash():\n    os.kill(os.getpid(), signal.SIGSEGV)\n")
+    fail = tmp_path / "test_fails.py"
+    fail.write_text("def test_fails():\n    assert 1 == 2\n\ndef test_passes():\n    pass\n")
+    out = tmp_path / "out"
+    proc = _run(["--cpu-dry-run", str(out)], env_extra={
+        "DEVICE_CHECK_TESTS": f"{crash} {fail} tests/test_device_facts.py", "DEVICE_CHECK_TEST_WORKERS": "2"})
+    assert proc.returncode == 1  # a failed phase
+    tests = next(p for p in json.loads((out / "summary.json").read_text())["phases"] if p["phase"] == "tests")
+    assert tests["status"] == "failed"
+    assert f"crashed (no report): {crash}" in tests["detail"] and f"failures in: {fail}" in tests["detail"]
+    log = (out / "tests.log").read_text()
+    assert log.index(f"=== {crash}") < log.index(f"=== {fail}") < log.index("=== tests/test_device_facts.py")
+    suites = list(ET.parse(out / "tests.xml").getroot())
+    assert sum(int(s.get("failures")) for s in suites) == 1
+    assert sum(int(s.get("tests")) for s in suites) >= 2 + 5  # the failing file's two, device facts'

@@ -12,6 +12,7 @@ import torch._dynamo
 import torch.nn.functional as F
 
 import torch_tpu
+from device_marks import needs_two_devices
 from torch_tpu.dynamo import TpuInterface, graph_runner
 from torch_tpu.execution_mode import EagerMode, mode
 
@@ -332,6 +333,7 @@ def test_compiled_graphs_are_loaded_from_the_disk_cache_in_a_new_process(tmp_pat
     assert warm["compiles"] == 0 and warm["disk_loads"] >= 1
 
 
+@needs_two_devices
 def test_a_second_device_and_cpu_only_graphs():
     gen = torch.Generator().manual_seed(5)
     x, params = torch.randn(5, 8, generator=gen), mlp_params(gen)

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import torch_tpu
+from device_marks import needs_two_devices
 from torch_tpu.execution_mode import EagerMode, mode
 
 from model_cases import cases, to_device
@@ -195,6 +196,7 @@ def test_steps_cut_by_the_size_limit_compile_once_then_replay(read_loss):
         torch.testing.assert_close(torch.tensor(f), torch.tensor(c), rtol=1e-3, atol=2e-4)
 
 
+@needs_two_devices
 def test_synchronize_and_events_flush_only_their_device():
     # One deferred graph per device: a synchronize or an event of one device leaves another
     # device's graph recording (ranks that run as threads would otherwise cut each other's graphs

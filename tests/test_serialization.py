@@ -6,6 +6,9 @@ import torch
 
 from helpers import assert_close
 
+# The last device: a second one on the CPU test bed (two devices), the only one on a GPU.
+LAST = torch.device("tpu", torch.tpu.device_count() - 1)
+
 
 def roundtrip(obj, **load_kwargs):
     buf = io.BytesIO()
@@ -16,9 +19,9 @@ def roundtrip(obj, **load_kwargs):
 
 def test_tpu_tensors_load_back_on_tpu():
     x = torch.randn(4, 5)
-    t = x.to("tpu:1")
+    t = x.to(LAST)
     loaded = roundtrip({"t": t, "row": t[2], "ints": torch.arange(3).to("tpu")})
-    assert loaded["t"].device == torch.device("tpu:1")
+    assert loaded["t"].device == LAST
     assert_close(loaded["t"], x)
     assert_close(loaded["row"], x[2])
     # a view and its base still share one storage after loading
@@ -32,8 +35,8 @@ def test_map_location_both_ways():
     assert on_cpu.device.type == "cpu" and torch.equal(on_cpu, x)
     on_tpu = roundtrip(x, map_location="tpu")
     assert_close(on_tpu, x)
-    moved = roundtrip(x.to("tpu:0"), map_location={"tpu:0": "tpu:1"})
-    assert moved.device == torch.device("tpu:1")
+    moved = roundtrip(x.to("tpu:0"), map_location={"tpu:0": str(LAST)})
+    assert moved.device == LAST
     assert_close(moved, x)
 
 

@@ -141,7 +141,21 @@ def run_contender(name, c, state, tokens, ref_device, steps, warmup):
     if before is not None:  # what a timed step launched and compiled (explains a slow contender)
         after = _cache_counts()
         r["per_step"] = {k: (after[k] - before[k]) / steps for k in after}
+        with _tpu_mode(eager_mode):  # two more steps under the profiler: device vs host time
+            r["breakdown"] = _profiled_breakdown(step)
     return r
+
+
+def _profiled_breakdown(step):
+    """``torch_tpu.bench.host_breakdown`` of two steps (wall, device busy and programs per step,
+    host time per layer of our stack), or the reason it could not be taken."""
+    from torch_tpu.bench import host_breakdown
+
+    try:
+        b = host_breakdown(step, steps=2, warmup=0)
+    except Exception as e:  # the profile is a diagnosis: its failure must not lose the timings
+        return {"error": f"{type(e).__name__}: {e}"[:500]}
+    return {**b.as_dict(), "verdict": b.verdict()}
 
 
 def _cache_counts():
@@ -277,21 +291,25 @@ def markdown(data) -> str:
         f"{c['vocab']}), bf16, batch {c['batch']} x {c['seq']} tokens, AdamW; {data['warmup']} warm-up "
         f"steps then the median of {data['steps']}; MFU against {data['peak_flops'] / 1e12:.0f} TFLOP/s.",
         "",
-        "| contender | ms/step | tokens/s | MFU | vs the first | warm-up s | last loss | programs / step | compiles / step |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| contender | ms/step | tokens/s | MFU | vs the first | warm-up s | last loss | programs / step | compiles / step | device busy ms / step (profiled) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in data["contenders"].items():
         ratio = ref["step_s"] / r["step_s"] if ref else float("nan")
         per = r.get("per_step")
         counts = f"{per['executions']:.1f} | {per['compiles']:.1f}" if per else "- | -"
+        prof = r.get("breakdown") or {}
+        busy = f"{prof['device_busy_ms']:.1f} of {prof['wall_ms']:.1f}" if "wall_ms" in prof else "-"
         lines.append(f"| {name} | {r['step_s'] * 1e3:.1f} | {r['tokens_per_s']:.0f} | {r['mfu'] * 100:.1f}% | "
-                     f"{ratio:.2f}x | {r['warmup_s']:.1f} | {r['losses'][-1]:.4f} | {counts} |")
+                     f"{ratio:.2f}x | {r['warmup_s']:.1f} | {r['losses'][-1]:.4f} | {counts} | {busy} |")
     for name, err in data["errors"].items():
-        lines.append(f"| {name} | failed: {err[:120]} | | | | | | | |")
+        lines.append(f"| {name} | failed: {err[:120]} | | | | | | | | |")
     d = data["dispatch_per_op_s"]
     lines += [
         "",
         "vs the first: its step time over the contender's (above 1 the contender is faster). "
+        "Device busy: the union of the device programs' run times over the wall time of two more "
+        "steps under torch.profiler (`torch_tpu.bench.host_breakdown`; the JSON has the host layers). "
         f"Losses agree within rtol {data['loss_tolerance']['rtol']} (mismatches: "
         f"{len(data['loss_mismatches'])}).",
         f"Dispatch of one small op (`a + b`, 8 elements): tpu Strict {d['tpu'] * 1e6:.1f} us, "

@@ -121,6 +121,8 @@ def test_reference_in_a_child_process_without_torch_tpu(tmp_path):
     # Each tpu contender reports what a timed step launched: a warm compiled step compiles nothing.
     per = data["contenders"]["tpu_compile"]["per_step"]
     assert per["executions"] >= 1 and per["compiles"] == 0
+    prof = data["contenders"]["tpu_compile"]["breakdown"]  # two profiled steps: device vs host
+    assert prof["wall_ms"] > 0 and 0 < prof["device_busy_ms"] <= prof["wall_ms"] and prof["programs"] >= 1
     assert list(data["contenders"]) == ["ref_eager", "tpu_compile"]  # the reference stays the base
     assert ref["losses"] == pytest.approx(data["contenders"]["tpu_compile"]["losses"], rel=3e-2, abs=3e-2)
 

@@ -20,6 +20,12 @@ hlo::Value scalar_like(hlo::Builder& b, hlo::Value like, double value) { return 
 
 hlo::Value is_nan(hlo::Builder& b, hlo::Value x) { return b.compare(x, x, hlo::Compare::kNE); }
 
+hlo::Value trunc_value(hlo::Builder& b, hlo::Value x) {
+  if (!is_floating(b.dtype(x))) return x;
+  return b.select(b.compare(x, scalar_like(b, x, 0), hlo::Compare::kLT), b.unary("stablehlo.ceil", x),
+                  b.unary("stablehlo.floor", x));
+}
+
 namespace {
 hlo::TensorType part_of(hlo::Builder& b, hlo::Value x) {
   hlo::TensorType t = b.type(x);

@@ -21,6 +21,8 @@ bool register_pointwise(const PointwiseEntry* entries, size_t count);
 // Element-wise helpers on values of one shape.
 hlo::Value scalar_like(hlo::Builder& b, hlo::Value like, double value);  // full_like
 hlo::Value is_nan(hlo::Builder& b, hlo::Value x);
+// x rounded toward zero (ceil below zero, floor above); integers and bool unchanged.
+hlo::Value trunc_value(hlo::Builder& b, hlo::Value x);
 // |x| in x's own type for real x (bool and unsigned x: x itself).
 hlo::Value abs_real(hlo::Builder& b, hlo::Value x);
 // |x|: real-typed for complex x (stablehlo.abs's result type is the parts' type).

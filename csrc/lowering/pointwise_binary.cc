@@ -53,11 +53,7 @@ Value div(Context& ctx, const Args& a) {
   const int64_t mode = ctx.attrs.get_int("rounding_mode", 0);
   if (mode == 2) return floor_divide(b, a[0], a[1]);
   Value q = b.div(a[0], a[1]);
-  if (mode == 1 && floating(b, q)) {
-    q = b.select(b.compare(q, scalar_like(b, q, 0), Compare::kLT), b.unary("stablehlo.ceil", q),
-                 b.unary("stablehlo.floor", q));
-  }
-  return q;
+  return mode == 1 ? trunc_value(b, q) : q;
 }
 
 // Python's modulo: the result takes the divisor's sign.

@@ -19,12 +19,6 @@ Value op1(Builder& b, const char* name, Value x) { return b.unary(name, x); }
 // Rounding ops are the identity on integers and bool.
 Value rounding(Builder& b, const char* name, Value x) { return floating(b, x) ? b.unary(name, x) : x; }
 
-Value trunc_value(Builder& b, Value x) {
-  if (!floating(b, x)) return x;
-  return b.select(b.compare(x, scalar_like(b, x, 0), Compare::kLT), b.unary("stablehlo.ceil", x),
-                  b.unary("stablehlo.floor", x));
-}
-
 // ATen's sign: (0 < x) - (x < 0), so sign(nan) == 0.
 Value sign_value(Builder& b, Value x) {
   const ElementType t = b.dtype(x);

@@ -17,8 +17,6 @@ namespace {
 
 using Args = std::vector<Value>;
 
-bool floating(Builder& b, Value x) { return is_floating(b.dtype(x)); }
-
 double lowest(ElementType t) {
   switch (t) {
     case ElementType::kBool: return 0;

@@ -20,6 +20,7 @@ writing its results. Results: OUTDIR/gpu_llama.json (default benchmarks/results/
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -122,7 +123,7 @@ def _tpu_mode(name):
 def run_contender(name, c, state, tokens, ref_device, steps, warmup):
     device = "tpu" if name.startswith("tpu") else ref_device
     eager_mode = "fused" if name == "tpu_fused" else "strict"
-    with _tpu_mode(eager_mode) if device == "tpu" else _nullcontext():
+    with _tpu_mode(eager_mode) if device == "tpu" else contextlib.nullcontext():
         step = make_step(name, c, state, tokens, device)
         losses, times = [], []
         t0 = time.perf_counter()
@@ -135,14 +136,13 @@ def run_contender(name, c, state, tokens, ref_device, steps, warmup):
             t = time.perf_counter()
             losses.append(step())
             times.append(time.perf_counter() - t)
-    r = {"device": device, "mode": eager_mode if device == "tpu" else "eager",
-         "losses": losses, "step_times_s": times, "warmup_s": warmup_s,
-         "step_s": statistics.median(times)}
-    if before is not None:  # what a timed step launched and compiled (explains a slow contender)
-        after = _cache_counts()
-        r["per_step"] = {k: (after[k] - before[k]) / steps for k in after}
-        with _tpu_mode(eager_mode):  # two more steps under the profiler: device vs host time
-            r["breakdown"] = _profiled_breakdown(step)
+        r = {"device": device, "mode": eager_mode if device == "tpu" else "eager",
+             "losses": losses, "step_times_s": times, "warmup_s": warmup_s,
+             "step_s": statistics.median(times)}
+        if before is not None:  # what a timed step launched and compiled (explains a slow contender)
+            after = _cache_counts()
+            r["per_step"] = {k: (after[k] - before[k]) / steps for k in after}
+            r["breakdown"] = _profiled_breakdown(step)  # two more steps: device vs host time
     return r
 
 
@@ -164,19 +164,11 @@ def _cache_counts():
     return {k: stats[k] for k in ("executions", "compiles", "donated_buffers")}
 
 
-class _nullcontext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
 def dispatch_per_op(ref_device, iters):
     """Seconds per `a + b` (8 elements, cached program): tpu Strict vs eager on `ref_device`."""
     out = {}
     for device in ("tpu", ref_device):
-        with _tpu_mode("strict") if device == "tpu" else _nullcontext():
+        with _tpu_mode("strict") if device == "tpu" else contextlib.nullcontext():
             a, b = torch.randn(8, device=device), torch.randn(8, device=device)
             for _ in range(100):
                 a + b
@@ -324,7 +316,8 @@ def main(argv=None):
     ref_device = args.ref_device or default_ref_device()
     if ref_device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("gpu_llama: --ref-device cuda but torch.cuda.is_available() is False")
-    c = dict(CONFIGS[args.config or ("full" if ref_device == "cuda" else "tiny")])
+    args.config_name = args.config or ("full" if ref_device == "cuda" else "tiny")
+    c = dict(CONFIGS[args.config_name])
     if args.batch:
         c["batch"] = args.batch
     if args.seq:
@@ -338,7 +331,6 @@ def main(argv=None):
     else:
         names = [n for n in ALL_CONTENDERS if not (n == "ref_inductor" and ref_device == "cpu")]
 
-    args.config_name = args.config or ("full" if ref_device == "cuda" else "tiny")
     state, tokens, n_params, n_embedding = initial_state(c, args.seed)
     flops = flops_per_step(c, n_params, n_embedding)
     if args.reference_only:  # the child of run_reference_in_child: no torch_tpu here

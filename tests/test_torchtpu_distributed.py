@@ -249,3 +249,21 @@ def test_launch_env_errors(launch_env):
     with pytest.raises(ValueError, match="NODE_RANK"):
         torch.tpu.distributed.set_tpu_launch_env()
     assert "MASTER_ADDR" not in os.environ  # nothing set when it fails
+
+
+@pytest.mark.parametrize("name", ["window_num_stripes", "window_stripe_chunk_mb"])
+def test_window_knobs_read_and_write_validated_values(name):
+    """The original's WindowTpu DMA knobs: settable properties of torch.tpu.distributed (no such
+    transport here, so they change nothing), refusing what the original refuses."""
+    module = torch.tpu.distributed
+    before = getattr(module, name)
+    assert isinstance(before, int) and before >= 1
+    try:
+        setattr(module, name, 6)
+        assert getattr(module, name) == 6
+        for bad in (0, -2, 1.5, True, "4"):
+            with pytest.raises(ValueError, match=f"{name} must be a positive int"):
+                setattr(module, name, bad)
+        assert getattr(module, name) == 6
+    finally:
+        setattr(module, name, before)

@@ -104,6 +104,10 @@ PUBLIC = {
         "set_tpu_launch_env": (_DIST + "launch_env:set_tpu_launch_env", EXPERIMENTAL),
         "spmd_safe": (_DIST + "spmd:spmd_safe", EXPERIMENTAL),
         "topology_aware_mesh": (_DIST + "topology:topology_aware_mesh", EXPERIMENTAL),
+        "window_num_stripes": (Property(_DIST + "window_knobs:get_window_num_stripes",
+                                        _DIST + "window_knobs:set_window_num_stripes"), EXPERIMENTAL),
+        "window_stripe_chunk_mb": (Property(_DIST + "window_knobs:get_window_stripe_chunk_mb",
+                                            _DIST + "window_knobs:set_window_stripe_chunk_mb"), EXPERIMENTAL),
     },
     "torch.tpu.ops": {
         "align_jagged_to_multiple": (_OPS + "jagged:align_jagged_to_multiple", EXPERIMENTAL),
@@ -142,6 +146,7 @@ PUBLIC = {
     },
     "torch.tpu.pallas": {
         "custom_jax_kernel": ("torch_tpu.kernels:jax_op", STABLE),
+        "get_pallas_mesh": ("torch_tpu.kernels.mesh:get_pallas_mesh", EXPERIMENTAL),
         "jax_op": ("torch_tpu.kernels:jax_op", STABLE),
         "stablehlo_op": ("torch_tpu.kernels:stablehlo_op", STABLE),
     },

@@ -9,6 +9,7 @@
 
 #include "aten/op_runner.h"
 #include "aten/tensor_access.h"
+#include "distributed/device_backend.h"
 #include "host_aten/conv_kernel.h"
 #include "lowering/custom_kernel.h"
 #include "runtime/runtime.h"
@@ -26,13 +27,15 @@ namespace {
 std::vector<at::Tensor> run_custom_kernel(const std::string& symbol, const std::vector<at::Tensor>& inputs,
                                           const std::vector<std::vector<int64_t>>& out_shapes,
                                           const std::vector<at::ScalarType>& out_dtypes,
-                                          const std::vector<std::optional<at::Tensor>>& targets) {
+                                          const std::vector<std::optional<at::Tensor>>& targets,
+                                          const exec::ReplicaGroup* group = nullptr) {
   const char* label = lowering::custom_kernel_label(symbol);
   TORCH_CHECK(label != nullptr, "torch_tpu: custom kernel @", symbol, " is not registered");
   TORCH_CHECK(out_shapes.size() == out_dtypes.size(), label, ": ", out_shapes.size(), " output shapes but ",
               out_dtypes.size(), " output dtypes");
   TORCH_CHECK(!out_shapes.empty(), label, ": a kernel must return at least one array");
   aten::OpRunner runner("custom_kernel", label);
+  if (group != nullptr) runner.over(group);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
     TORCH_CHECK(t.is_privateuseone(), label, ": input ", i, " is a ", t.device().str(),
@@ -66,6 +69,33 @@ std::vector<at::Tensor> run_custom_kernel(const std::string& symbol, const std::
   return runner.run_mixed(targets);
 }
 
+// The same, for a kernel whose program holds collectives over the ranks of `backend`'s group (a
+// jax_op over a mesh of the ranks): run as one collective of the group (DeviceBackend::run_over_group).
+std::vector<at::Tensor> run_custom_kernel_over_group(c10d::Backend* backend, const std::string& symbol,
+                                                     const std::vector<at::Tensor>& inputs,
+                                                     const std::vector<std::vector<int64_t>>& out_shapes,
+                                                     const std::vector<at::ScalarType>& out_dtypes,
+                                                     const std::vector<std::optional<at::Tensor>>& targets) {
+  const char* label = lowering::custom_kernel_label(symbol);
+  TORCH_CHECK(label != nullptr, "torch_tpu: custom kernel @", symbol, " is not registered");
+  auto* ranks = dynamic_cast<distributed::DeviceBackend*>(backend);
+  TORCH_CHECK(ranks != nullptr, label, ": a kernel over a mesh of ranks runs its collectives inside the ranks' "
+              "programs, which needs tpu_dist's device transport (every rank of the group in this process, on "
+              "its own device); this group's tpu backend is not one. Fix: run the ranks as threads of one "
+              "process (TORCH_TPU_DIST_TRANSPORT=device), or call the kernel without mesh=");
+  std::string signature = std::string("kernel ") + label + "(";
+  for (const at::Tensor& t : inputs) {
+    TORCH_CHECK(t.is_privateuseone() && t.device().index() == ranks->device(), label, ": input on ", t.device(),
+                " but this rank's group was created for tpu:", ranks->device(),
+                "; keep every input on the rank's own device");
+    signature += std::string(c10::toString(t.scalar_type())) + c10::str(t.sizes()) + " ";
+  }
+  signature += ")";
+  return ranks->run_over_group(signature, [&](const exec::ReplicaGroup& group) {
+    return run_custom_kernel(symbol, inputs, out_shapes, out_dtypes, targets, &group);
+  });
+}
+
 }  // namespace
 
 void bind_custom_kernels(py::module_& m) {
@@ -82,8 +112,18 @@ void bind_custom_kernels(py::module_& m) {
     host_aten::set_host_conv_min_macs(macs);
     return old;
   });
-  m.def("_run_custom_kernel", &run_custom_kernel, py::arg("symbol"), py::arg("inputs"), py::arg("out_shapes"),
+  m.def("_run_custom_kernel",
+        [](const std::string& symbol, const std::vector<at::Tensor>& inputs,
+           const std::vector<std::vector<int64_t>>& out_shapes, const std::vector<at::ScalarType>& out_dtypes,
+           const std::vector<std::optional<at::Tensor>>& targets) {
+          return run_custom_kernel(symbol, inputs, out_shapes, out_dtypes, targets);
+        },
+        py::arg("symbol"), py::arg("inputs"), py::arg("out_shapes"),
         py::arg("out_dtypes"), py::arg("targets") = std::vector<std::optional<at::Tensor>>{});
+  // The ranks meet inside: the GIL is released for the other ranks' threads.
+  m.def("_run_custom_kernel_over_group", &run_custom_kernel_over_group, py::arg("backend"), py::arg("symbol"),
+        py::arg("inputs"), py::arg("out_shapes"), py::arg("out_dtypes"),
+        py::arg("targets") = std::vector<std::optional<at::Tensor>>{}, py::call_guard<py::gil_scoped_release>());
 }
 
 }  // namespace tpu::python

@@ -64,6 +64,8 @@ class KernelOp:
         self._lowered = {}
         self._types = {}
         self.lowerings = 0  # how many signatures were lowered (tests, benchmarks)
+        # Sources of kernels with collectives name the group they run over (jax_op(mesh=...)).
+        self._group = getattr(source, "group_backend", None)
         if self.aliases:
             self._make_mutating_op(qualname)
         else:
@@ -177,10 +179,18 @@ class KernelOp:
                                f"got {sorted(devices)}")
         low = self.lowered(spec, tensors)
         if not self.aliases:
-            return _C._run_custom_kernel(low.symbol, list(tensors), low.out_shapes, low.out_dtypes)
+            return self._launch(low, tensors)
         targets = self._with_targets(outs, self._targets(tensors, len(low.out_shapes)))
-        _C._run_custom_kernel(low.symbol, list(tensors), low.out_shapes, low.out_dtypes, targets)
+        self._launch(low, tensors, targets)
         return None
+
+    def _launch(self, low, tensors, targets=()):
+        """Runs the lowered kernel: over the ranks of its group when it holds collectives."""
+        backend = self._group() if self._group is not None else None
+        if backend is None:
+            return _C._run_custom_kernel(low.symbol, list(tensors), low.out_shapes, low.out_dtypes, list(targets))
+        return _C._run_custom_kernel_over_group(backend, low.symbol, list(tensors), low.out_shapes,
+                                                low.out_dtypes, list(targets))
 
     def _with_targets(self, fresh, targets):
         """The full output list: the written-into inputs in their places, the fresh outputs around them."""
@@ -210,9 +220,11 @@ class KernelOp:
         if low is None:
             low = self.lowered(spec, tensors)
         if not self.aliases and not donated:
-            return _C._run_custom_kernel(low.symbol, tensors, low.out_shapes, low.out_dtypes)
+            if self._group is None:  # the common call, without another Python frame
+                return _C._run_custom_kernel(low.symbol, tensors, low.out_shapes, low.out_dtypes)
+            return self._launch(low, tensors)
         targets = self._targets(tensors, len(low.out_shapes), donated)
-        fresh = _C._run_custom_kernel(low.symbol, tensors, low.out_shapes, low.out_dtypes, targets)
+        fresh = self._launch(low, tensors, targets)
         # What the custom op's ADInplaceOrView kernel does for dispatched calls.
         torch.autograd.graph.increment_version([t for t in targets if t is not None])
         return self._with_targets(fresh, targets)

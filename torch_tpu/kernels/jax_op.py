@@ -12,7 +12,8 @@ import inspect
 import torch
 import torch.utils._pytree as pytree
 
-from . import _donation, _jax_bridge
+from . import _donation, _jax_bridge, _rank_program
+from . import mesh as _mesh
 from ._kernel_op import KernelOp, KernelTraceError, may_skip_dispatch
 from ._kernel_op import signature as signature_of
 
@@ -27,12 +28,17 @@ class _Spec:
 
 
 class _JaxSource:
-    def __init__(self, name, fn, platform):
+    def __init__(self, name, fn, platform, mesh=None, in_specs=None, out_specs=None):
         self.name = name
         self.fn = fn
         self.platform = platform
         self.specs = {}      # spec id -> _Spec
         self.spec_ids = {}   # hashable key -> spec id
+        # A kernel over a mesh of ranks (see mesh.py): the partition spec of each flat tensor
+        # input (None: the same on every rank) and, when given, of each output (checked).
+        self.mesh = mesh
+        self.in_specs = in_specs
+        self.out_specs = out_specs
 
     def spec_id(self, treedef, leaves, statics):
         try:
@@ -67,7 +73,19 @@ class _JaxSource:
 
     def _avals(self, sig):
         jax = _jax_bridge.jax()
-        return [jax.ShapeDtypeStruct(shape, _jax_bridge.jax_dtype(dtype)) for shape, dtype in sig]
+        if self.mesh is None:
+            return [jax.ShapeDtypeStruct(shape, _jax_bridge.jax_dtype(dtype)) for shape, dtype in sig]
+        # A rank's tensor is its shard of the global array the function is written for.
+        specs = self.in_specs if self.in_specs is not None else [None] * len(sig)
+        if len(specs) != len(sig):
+            raise ValueError(f"{self.name}: input_partition_specs has {len(specs)} entries but the call "
+                             f"has {len(sig)} tensor inputs; give one spec (or None) per tensor")
+        sizes = _mesh.axis_sizes(self.mesh)
+        P = jax.sharding.PartitionSpec
+        return [jax.ShapeDtypeStruct(
+                    _mesh.global_shape(shape, spec, sizes, f"{self.name}: input {i}"), _jax_bridge.jax_dtype(dtype),
+                    sharding=jax.sharding.NamedSharding(self.mesh, P(*(spec or ()))))
+                for i, ((shape, dtype), spec) in enumerate(zip(sig, specs))]
 
     def _trace(self, spec_id, sig, what):
         jax = _jax_bridge.jax()
@@ -112,19 +130,54 @@ class _JaxSource:
                 raise KernelTraceError(f"{self.name}: output {i} is a {type(o).__name__}, not an array")
             shapes.append(tuple(o.shape))
             dtypes.append(_jax_bridge.torch_dtype(o.dtype))
+        if self.mesh is not None:
+            # Each rank returns its shard: the shapes of the shard_map body's results.
+            shapes = [_rank_program.dims(t) for t in self._rank_lowering(spec_id, sig, self.platform_or_device())[1]]
         return shapes, dtypes, treedef
+
+    def platform_or_device(self):
+        from . import _platform
+        return self.platform or _platform.device_platform()
+
+    @functools.lru_cache(maxsize=None)
+    def _rank_lowering(self, spec_id, sig, platform):
+        """(module text, result types) of one rank's program of a kernel over a mesh."""
+        text, _ = self._trace(
+            spec_id, sig,
+            lambda f, avals: f.trace(*avals).lower(lowering_platforms=(platform,)).as_text())
+        try:
+            module, types, specs = _rank_program.rank_program(text, self.name, self.mesh.axis_names)
+        except _rank_program.NotOneShardMap as e:
+            raise KernelTraceError(str(e)) from None
+        if self.out_specs is not None:
+            given = [tuple(() if e is None else ((e,) if isinstance(e, str) else tuple(e)) for e in (spec or ()))
+                     for spec in self.out_specs]
+            found = [tuple(d for d in spec) for spec in specs]
+            pad = [g + ((),) * (len(f) - len(g)) for g, f in zip(given, found)]
+            if len(given) != len(found) or pad != found:
+                raise KernelTraceError(f"{self.name}: output_partition_specs {list(self.out_specs)} do not match "
+                                       f"the shard_map's out_specs {found}")
+        return module, types
 
     def out_types(self, spec_id, sig):
         shapes, dtypes, _ = self._out_info(spec_id, sig)
         return shapes, dtypes
 
     def lower(self, spec_id, sig, platform):
+        if self.mesh is not None:
+            return self._rank_lowering(spec_id, sig, platform)[0]
         text, _ = self._trace(
             spec_id, sig,
             lambda f, avals: f.trace(*avals).lower(lowering_platforms=(platform,)).as_text())
         return text
 
+    def group_backend(self):
+        """The tpu_dist backend over whose ranks the kernel's collectives run (None: no mesh)."""
+        return None if self.mesh is None else _mesh.group_backend(self.name, self.mesh)
+
     def run_cpu(self, spec_id, tensors):
+        if self.mesh is not None:
+            _mesh.check_rank_tensors(self.name, tensors)
         sig = tuple((tuple(t.shape), t.dtype) for t in tensors)
         with _jax_bridge.x64_scope([d for _, d in sig]):
             f = self._cpu_fns(spec_id)
@@ -147,6 +200,7 @@ class _VjpSource:
         self.platform = fwd.platform
         self.n_primals_of = n_primals_of  # spec id -> number of primal inputs
         self.specs = fwd.specs
+        self.mesh = None  # a kernel over a mesh has no JAX-derived backward (JaxOp)
 
     def call_flat(self, spec_id, arrays):
         jax = _jax_bridge.jax()
@@ -172,6 +226,7 @@ class _VjpSource:
     out_types = _JaxSource.out_types
     lower = _JaxSource.lower
     run_cpu = _JaxSource.run_cpu
+    group_backend = _JaxSource.group_backend
     _cpu_fns = _JaxSource._cpu_fns
 
 
@@ -183,21 +238,22 @@ class JaxOp:
     """The object ``jax_op`` returns: call it like the JAX function, with tensors."""
 
     def __init__(self, name, fn, static_argnums, static_argnames, platform, input_output_aliases=None,
-                 donate_argnums=()):
+                 donate_argnums=(), mesh=None, input_partition_specs=None, output_partition_specs=None):
         self.name = name
         self.fn = fn
         self.static_argnums = tuple(sorted(static_argnums))
         self.static_argnames = tuple(static_argnames)
         self.input_output_aliases = dict(input_output_aliases or {})
         self.donate_argnums = tuple(sorted(donate_argnums))
-        self._source = _JaxSource(name, fn, platform)
+        self.mesh = mesh
+        self._source = _JaxSource(name, fn, platform, mesh, input_partition_specs, output_partition_specs)
         self._kernel = KernelOp(name, self._source, aliases=self.input_output_aliases.items())
         self._n_primals = {}
         self._vjp = KernelOp(name + "_vjp", _VjpSource(self._source, self._n_primals.__getitem__))
         self._user_backward = False
         self._positional = {}  # argument count -> spec of an all-tensor positional call
         self._trees = {}       # (spec, signature) -> output treedef
-        if not self.input_output_aliases:
+        if not self.input_output_aliases and mesh is None:
             self._kernel.op.register_autograd(self._backward, setup_context=self._setup_context)
 
     @property
@@ -292,6 +348,12 @@ class JaxOp:
         sig = signature_of(tensors)
         if self.input_output_aliases and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             raise RuntimeError(_no_autograd_message(self.name))
+        if (self.mesh is not None and not self._user_backward and torch.is_grad_enabled()
+                and any(t.requires_grad for t in tensors)):
+            raise RuntimeError(
+                f"{self.name}: a jax_op over a mesh has no automatic backward (JAX's vjp of a shard_map "
+                "is more than one rank program); give it one with .register_autograd (a second mesh "
+                "jax_op for the gradients), or call it under torch.no_grad()")
         if may_skip_dispatch(tensors):
             outs = self._kernel.run_direct(tensors, spec, sig, self._donations(tensors, spec, _donated))
         else:
@@ -332,7 +394,8 @@ def _check_aliasing_args(name, input_output_aliases, donate_argnums):
 
 
 def jax_op(name, fn=None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
-           input_output_aliases=None, platform=None):
+           input_output_aliases=None, platform=None, mesh=None, input_partition_specs=None,
+           output_partition_specs=None):
     """Decorates a JAX function as the custom op ``name`` ("mylib::op") on tpu tensors.
 
     Tensors are passed in their own dtypes (no promotion; int64/float64 inputs trace with JAX's
@@ -344,7 +407,14 @@ def jax_op(name, fn=None, *, static_argnums=(), static_argnames=(), donate_argnu
     output j is written into input i in place and the returned tensor is that input (views of
     it see the new values); no backward. ``donate_argnums``: positional tensor arguments whose
     buffers an output of the same shape and dtype may reuse - only when nothing else can read
-    them (see docs/custom_kernels.md); otherwise they are left unchanged."""
+    them (see docs/custom_kernels.md); otherwise they are left unchanged.
+
+    ``mesh`` (``torch.tpu.pallas.get_pallas_mesh``): a kernel over the ranks of a tpu_dist job.
+    The function takes global arrays - each rank's tensor is its shard under its entry of
+    ``input_partition_specs`` (one per tensor input, in call order; None: the same on every
+    rank) - and does its work in one ``jax.shard_map`` over every mesh axis, whose body runs in
+    each rank's program with its collectives (device transport). Each rank gets its shard of the
+    outputs; ``output_partition_specs``, when given, are checked against the shard_map's."""
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)
     if isinstance(static_argnames, str):
@@ -352,7 +422,8 @@ def jax_op(name, fn=None, *, static_argnums=(), static_argnames=(), donate_argnu
     aliases, donate = _check_aliasing_args(name, input_output_aliases, donate_argnums)
 
     def wrap(f):
-        op = JaxOp(name, f, static_argnums, static_argnames, platform, aliases, donate)
+        op = JaxOp(name, f, static_argnums, static_argnames, platform, aliases, donate, mesh,
+                   input_partition_specs, output_partition_specs)
 
         def leaf(*args, **kwargs):
             return op(*args, **kwargs)

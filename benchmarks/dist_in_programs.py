@@ -25,6 +25,7 @@ import contextlib
 import os
 import statistics
 import sys
+import threading
 import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -33,6 +34,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 CONTENDERS = ("in programs", "eager cut")
+# The ranks are threads of one process: torch's default generator is shared, so a model is built
+# from the seed by one rank at a time (two interleaved initialisations would differ).
+_init_lock = threading.Lock()
+
+
+def _seeded(make):
+    import torch
+
+    with _init_lock:
+        torch.manual_seed(0)
+        return make()
 
 
 def _config(args, world_size):
@@ -80,8 +92,7 @@ def _tp_steps(rank, world_size, args):
     x, y = _batch(args, 0)  # the same batch on every rank (tensor parallel)
     steps = {}
     for name in CONTENDERS:  # one model per contender
-        torch.manual_seed(0)
-        model = (Llama if name == "in programs" else CutLlama)(_config(args, world_size)).to("tpu")
+        model = _seeded(lambda: (Llama if name == "in programs" else CutLlama)(_config(args, world_size))).to("tpu")
         parallelize_tensor(model, mesh)
         opt = torch.optim.SGD(model.parameters(), lr=1e-3, foreach=False)
         steps[name] = _training_step(torch.compile(model, backend="tpu"), opt, x, y)
@@ -98,8 +109,7 @@ def _fsdp_steps(rank, world_size, args):
     x, y = _batch(args, rank)  # each rank its own batch (data parallel)
     steps = {}
     for name in CONTENDERS:
-        torch.manual_seed(0)
-        model = Llama(_config(args, world_size)).to("tpu")
+        model = _seeded(lambda: Llama(_config(args, world_size))).to("tpu")
         for block in model.layers:
             fully_shard(block)
         fully_shard(model)
@@ -134,9 +144,10 @@ def _rank(rank, world_size, args, workload, out):
     times = {name: [] for name in CONTENDERS}
     eager = {name: [] for name in CONTENDERS}
     executions = {name: [] for name in CONTENDERS}
+    warm_loss = {}
     for name in CONTENDERS:  # warm-up: capture and compile with the same loop
         switch(name)
-        steps(name, args.steps)
+        warm_loss[name] = steps(name, args.steps)
     for _ in range(args.rounds):
         for name in CONTENDERS:
             switch(name)
@@ -149,7 +160,8 @@ def _rank(rank, world_size, args, workload, out):
             eager[name].append((_C._dist_collective_counts(rank)["launched"] - before) / args.steps)
     switch("in programs")
     out[rank] = {name: {"step_s": statistics.median(times[name]), "eager_collectives": statistics.median(eager[name]),
-                        "executions": statistics.median(executions[name])} for name in CONTENDERS}
+                        "executions": statistics.median(executions[name]), "warm_loss": warm_loss[name]}
+                 for name in CONTENDERS}
 
 
 def main():
@@ -178,8 +190,13 @@ def main():
         for ranks in args.ranks:
             out = [None] * ranks
             # The FSDP2 step runs in Fused Eager (the mode is the process's: set around all ranks).
-            with torch_tpu.execution_mode.mode("fused") if workload == "fsdp" else contextlib.nullcontext():
+            with torch_tpu.execution_mode.mode("fused") if workload != "tp" else contextlib.nullcontext():
                 run_in_threads(lambda r, w: _rank(r, w, args, workload, out), ranks, timeout=1800)
+            for o in out:  # same model, data and steps: the contenders' losses agree
+                got, want = o["in programs"]["warm_loss"], o["eager cut"]["warm_loss"]
+                if abs(got - want) > 1e-3 * abs(want):
+                    raise SystemExit(f"{workload}/{ranks}: the contenders' losses differ after the warm-up "
+                                     f"({got} vs {want})")
             base = statistics.median(o["eager cut"]["step_s"] for o in out)
             for name in CONTENDERS:
                 step = statistics.median(o[name]["step_s"] for o in out)

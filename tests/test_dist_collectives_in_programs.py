@@ -175,6 +175,28 @@ def test_a_broken_promise_is_a_clear_error_not_a_hang():
     assert time.monotonic() - start < 30
 
 
+def _diverged_counts(rank, world_size):
+    from torch.tpu.distributed import spmd_safe
+
+    x = torch.ones(4, 4).to("tpu")
+    region = spmd_safe() if rank == 0 else contextlib.nullcontext()
+    with region:  # rank 0 alone: its all_reduce is recorded, rank 1's is launched
+        dist.all_reduce(x)
+    return x.cpu()
+
+
+def test_ranks_whose_collectives_diverged_fail_at_once_not_at_the_timeout():
+    """Rank 0 records its all_reduce into a program (no meeting) while rank 1 launches its own:
+    the ranks then wait at different rounds, which none can complete - an error naming where each
+    waits, at once rather than after the group's timeout."""
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="sequences of collectives diverged"):
+        _fused(_diverged_counts, timeout=90)
+    assert time.monotonic() - start < 30
+
+
 def _regions_and_cuts(rank, world_size, steps, n, layers):
     from torch.tpu.distributed import spmd_safe
 

@@ -10,6 +10,7 @@ namespace tpu::runtime {
 
 InProcessRendezvous::InProcessRendezvous(int size) : size_(size) {
   if (size < 1) throw std::invalid_argument("a rendezvous needs at least one rank");
+  waiting_.resize(static_cast<size_t>(size));
 }
 
 std::shared_ptr<InProcessRendezvous> InProcessRendezvous::shared(const std::string& token, int size) {
@@ -39,6 +40,21 @@ std::string InProcessRendezvous::missing_locked(const Round& round) const {
   return s;
 }
 
+std::string InProcessRendezvous::diverged_locked() const {
+  std::string where;
+  for (int r = 0; r < size_; ++r) {
+    const Waiting& w = waiting_[r];
+    if (!w.waiting) return "";
+    auto it = rounds_.find(w.round);
+    if (it != rounds_.end() && it->second.arrived == size_) return "";  // complete: it will go on
+    where += (where.empty() ? "" : ", ") + ("rank " + std::to_string(r) + " at round " + std::to_string(w.round) +
+                                            " (" + w.what + ")");
+  }
+  return "the ranks' sequences of collectives diverged - " + where +
+         " - so none of these rounds can complete. Every rank must run the same collectives in the "
+         "same order (inside torch.tpu.distributed.spmd_safe: the same device ops too)";
+}
+
 std::vector<std::string> InProcessRendezvous::meet(uint64_t number, int rank, std::string payload,
                                           std::chrono::milliseconds timeout, const std::string& what) {
   if (rank < 0 || rank >= size_) throw std::invalid_argument(what + ": rank out of range");
@@ -60,6 +76,20 @@ std::vector<std::string> InProcessRendezvous::meet(uint64_t number, int rank, st
   }
   round.payloads[rank] = std::move(payload);
   if (++round.arrived == size_) cv_.notify_all();
+  // While this rank waits here (reset on every way out, with the lock held).
+  waiting_[rank] = Waiting{number, what, true};
+  struct Leave {
+    Waiting& w;
+    ~Leave() { w.waiting = false; }
+  } leave{waiting_[rank]};
+  if (round.arrived < size_) {
+    const std::string diverged = diverged_locked();
+    if (!diverged.empty()) {
+      abandoned_.emplace(rank, "found " + diverged);
+      cv_.notify_all();
+      throw std::runtime_error(what + " cannot complete: " + diverged);
+    }
+  }
   cv_.wait_for(lock, timeout, [&] { return round.arrived == size_ || !abandoned_.empty(); });
   if (round.arrived < size_) {
     if (!abandoned_.empty()) throw abandoned_error();

@@ -4,7 +4,9 @@
 // ranks, in rank order, once all have arrived. A round that is not complete within the timeout
 // fails for the ranks that came, naming the ranks that did not, and breaks the group; a rank that
 // abandons the group (an error, shutdown) makes every waiting and later round fail at once, naming
-// it - so a failing rank never leaves the others waiting.
+// it - so a failing rank never leaves the others waiting. Ranks in this process that all wait at
+// rounds none of which can complete (each waits at a different one: their sequences of
+// collectives diverged) fail at once too, each named with the round and operation it waits in.
 //
 // The device transport of tpu_dist meets twice per collective: before launching (the payloads
 // are the collectives' signatures, compared by the caller) and after (so no rank runs ahead by
@@ -58,12 +60,22 @@ class InProcessRendezvous : public Rendezvous {
     int collected = 0;
   };
   std::string missing_locked(const Round& round) const;
+  // Non-empty when every rank waits at a round that is not complete: no round can complete any
+  // more. Says where each rank waits.
+  std::string diverged_locked() const;
+
+  struct Waiting {
+    uint64_t round = 0;
+    std::string what;
+    bool waiting = false;
+  };
 
   const int size_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<uint64_t, Round> rounds_;
   std::map<int, std::string> abandoned_;
+  std::vector<Waiting> waiting_;  // by rank
 };
 
 }  // namespace tpu::runtime

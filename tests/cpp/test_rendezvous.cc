@@ -1,8 +1,10 @@
 // The rendezvous of ranks that are threads of one process (runtime/rendezvous.h, InProcessRendezvous): payloads come
 // back in rank order once all arrived; a missing rank is named after the timeout and breaks the
-// group for the ranks still to come; an abandoning rank fails the others at once.
+// group for the ranks still to come; an abandoning rank fails the others at once; ranks waiting at
+// different rounds (their sequences diverged) fail at once, saying where each waits.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -69,6 +71,52 @@ TEST(Rendezvous, AnAbandoningRankFailsTheOthersAtOnce) {
   t.join();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   EXPECT_NE(error.find("broadcast cannot complete: rank 1 raised ValueError: boom"), std::string::npos) << error;
+}
+
+TEST(Rendezvous, RanksWaitingAtDifferentRoundsFailAtOnceSayingWhere) {
+  // Rank 0 counted one collective more than rank 1 (it recorded one without meeting): each waits
+  // at a round the other never reaches.
+  runtime::InProcessRendezvous r(2);
+  std::string errors[2];
+  const auto start = std::chrono::steady_clock::now();
+  std::thread t([&] {
+    try {
+      r.meet(2, 0, "", milliseconds(30000), "a program with collectives");
+    } catch (const std::runtime_error& e) {
+      errors[0] = e.what();
+    }
+  });
+  std::this_thread::sleep_for(milliseconds(50));
+  try {
+    r.meet(0, 1, "", milliseconds(30000), "all_reduce");
+  } catch (const std::runtime_error& e) {
+    errors[1] = e.what();
+  }
+  t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  for (const std::string& error : errors) {
+    EXPECT_NE(error.find("sequences of collectives diverged - rank 0 at round 2 (a program with collectives), "
+                         "rank 1 at round 0 (all_reduce)"), std::string::npos) << error;
+  }
+}
+
+TEST(Rendezvous, ARankNotYetAwakeFromACompleteRoundIsNotADivergence) {
+  // Ranks racing through many rounds: one may arrive at the next round while another has not yet
+  // woken from the previous, complete one - that must never be taken for a divergence.
+  runtime::InProcessRendezvous r(3);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int rank = 0; rank < 3; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        for (uint64_t round = 0; round < 2000; ++round) r.meet(round, rank, "", milliseconds(10000), "test");
+      } catch (const std::exception&) {
+        ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
 }
 
 TEST(Rendezvous, SharedRendezvousAreFoundByNameAndSize) {

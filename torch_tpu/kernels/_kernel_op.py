@@ -65,7 +65,7 @@ class KernelOp:
         self._types = {}
         self.lowerings = 0  # how many signatures were lowered (tests, benchmarks)
         # Sources of kernels with collectives name the group they run over (jax_op(mesh=...)).
-        self._group = getattr(source, "group_backend", None)
+        self._group = source.group_backend if getattr(source, "holds_collectives", False) else None
         if self.aliases:
             self._make_mutating_op(qualname)
         else:

@@ -171,9 +171,13 @@ class _JaxSource:
             lambda f, avals: f.trace(*avals).lower(lowering_platforms=(platform,)).as_text())
         return text
 
+    @property
+    def holds_collectives(self):
+        return self.mesh is not None
+
     def group_backend(self):
-        """The tpu_dist backend over whose ranks the kernel's collectives run (None: no mesh)."""
-        return None if self.mesh is None else _mesh.group_backend(self.name, self.mesh)
+        """The tpu_dist backend over whose ranks the kernel's collectives run."""
+        return _mesh.group_backend(self.name, self.mesh)
 
     def run_cpu(self, spec_id, tensors):
         if self.mesh is not None:
@@ -226,7 +230,6 @@ class _VjpSource:
     out_types = _JaxSource.out_types
     lower = _JaxSource.lower
     run_cpu = _JaxSource.run_cpu
-    group_backend = _JaxSource.group_backend
     _cpu_fns = _JaxSource._cpu_fns
 
 

@@ -267,3 +267,32 @@ def test_window_knobs_read_and_write_validated_values(name):
         assert getattr(module, name) == 6
     finally:
         setattr(module, name, before)
+
+
+def test_spmd_safe_runs_its_region_while_another_thread_compiles():
+    """torch.compiler.is_compiling() is one process-wide flag: while another thread (another rank,
+    when ranks are threads) compiles, a region entered on this thread must still be a region -
+    not an FX annotation, which left this rank's collectives eager while the others recorded
+    theirs, and the ranks' collectives diverged."""
+    import threading
+
+    from torch_tpu.distributed.spmd import in_spmd_safe_region
+
+    compiling, release = threading.Event(), threading.Event()
+
+    def other_rank_compiles():
+        with torch.compiler._compile_session_context():  # what Dynamo holds while it compiles
+            compiling.set()
+            release.wait(30)
+
+    other = threading.Thread(target=other_rank_compiles)
+    other.start()
+    try:
+        assert compiling.wait(30) and torch.compiler.is_compiling()
+        with torch.tpu.distributed.spmd_safe():
+            inside = in_spmd_safe_region()
+        assert inside
+        assert not in_spmd_safe_region()
+    finally:
+        release.set()
+        other.join()

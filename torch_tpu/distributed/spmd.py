@@ -30,9 +30,24 @@ def in_spmd_safe_region() -> bool:
     return _C._in_spmd_safe_region()  # the runtime's own per-thread depth
 
 
+def _traced_here() -> bool:
+    """Whether the region is being traced into a graph on this thread (an FX annotation then)
+    rather than run. Dynamo folds ``is_dynamo_compiling()`` to True while it traces; export's
+    tracing sets ``is_compiling()``, which is one process-wide flag - also True while another
+    thread compiles (another rank, when ranks are threads) - so outside Dynamo it counts only with
+    a tracing context on this thread."""
+    if torch.compiler.is_dynamo_compiling():
+        return True
+    if not torch.compiler.is_compiling():
+        return False
+    from torch._guards import TracingContext
+
+    return TracingContext.try_get() is not None
+
+
 @contextlib.contextmanager
 def _region():
-    if torch.compiler.is_compiling():
+    if _traced_here():
         annotate = getattr(getattr(torch.fx, "traceback", None), "annotate", None)
         with annotate({METADATA_KEY: True}) if annotate is not None else contextlib.nullcontext():
             yield

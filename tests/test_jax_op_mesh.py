@@ -101,7 +101,6 @@ def test_collectives_in_the_kernel_equal_the_cpu(dtype):
 
 
 def _fused(rank, world):
-    import torch_tpu
     from torch.tpu.distributed import spmd_safe
 
     exchange = _op("exchange", _exchange_op)
@@ -116,7 +115,6 @@ def _fused(rank, world):
         inside = (out * 3).cpu(), g.cpu()
     stats1 = torch.tpu.compilation_cache_stats()
     c2 = _counts()
-    del torch_tpu
     return (outside, inside, {k: c1[k] - c0[k] for k in c0}, {k: c2[k] - c1[k] for k in c0},
             stats1["graphs_with_collectives"] - stats0["graphs_with_collectives"])
 

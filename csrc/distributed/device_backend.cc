@@ -200,16 +200,6 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::collective(const Group& group, con
   return work;
 }
 
-std::vector<at::Tensor> DeviceBackend::run_over_group(
-    const std::string& signature, const std::function<std::vector<at::Tensor>(const exec::ReplicaGroup&)>& body) {
-  std::vector<at::Tensor> outputs;
-  collective(*group_, "a kernel with collectives", c10d::OpType::UNKNOWN, signature, {}, [&] {
-    group_->round = kMeetsPerCollective * seq_++;
-    outputs = body(*group_);
-  }, /*same_on_every_rank=*/true);
-  return outputs;
-}
-
 DeviceBackend::Group& DeviceBackend::pair(int src, int dst) {
   auto& slot = pairs_[{src, dst}];
   if (slot == nullptr) {

@@ -91,14 +91,15 @@ class DeviceBackend : public TpuBackend {
   // at once on the other ranks, with `why` (e.g. "raised ValueError: ...") in their error.
   void abandon(const std::string& why);
 
-  // Runs `body`: ops on this rank's device whose program holds collectives over the group's ranks
-  // (a kernel over a mesh of the ranks, torch_tpu.kernels.jax_op(mesh=...)), handed the group to
-  // run them over. Like a collective whose work is the same on every rank: recorded into the
-  // deferred graph where the thread records collectives, else launched as a program of its own
-  // through the group (the ranks compare `signature` first). Returns what `body` returns.
+  // Runs `body`: an op `label` on `inputs` (this rank's tensors) whose program holds collectives
+  // over the group's ranks (a kernel over a mesh of the ranks, torch_tpu.kernels.jax_op(mesh=...)),
+  // handed the group to run them over. Like a collective whose work is the same on every rank:
+  // recorded into the deferred graph where the thread records collectives, else launched as a
+  // program of its own through the group (the ranks compare label and inputs first). Returns what
+  // `body` returns.
   std::vector<at::Tensor> run_over_group(
-      const std::string& signature, const std::function<std::vector<at::Tensor>(const exec::ReplicaGroup&)>& body);
-  int device() const { return device_; }
+      const std::string& label, const std::vector<at::Tensor>& inputs,
+      const std::function<std::vector<at::Tensor>(const exec::ReplicaGroup&)>& body);
 
   // Collectives run on the device transport by the ranks of tpu:`device` so far: launched as
   // programs of their own, and recorded into deferred graphs.

@@ -87,6 +87,19 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::allreduce(std::vector<at::Tensor>&
 }
 
 
+std::vector<at::Tensor> DeviceBackend::run_over_group(
+    const std::string& label, const std::vector<at::Tensor>& inputs,
+    const std::function<std::vector<at::Tensor>(const exec::ReplicaGroup&)>& body) {
+  const char* what = "a kernel with collectives";
+  if (!inputs.empty()) check_device(check_tensors(inputs, what), what);
+  std::vector<at::Tensor> outputs;
+  collective(*group_, what, c10d::OpType::UNKNOWN, "kernel " + label + " " + list(inputs), {}, [&] {
+    group_->round = kMeetsPerCollective * seq_++;
+    outputs = body(*group_);
+  }, /*same_on_every_rank=*/true);
+  return outputs;
+}
+
 c10::intrusive_ptr<c10d::Work> DeviceBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                         const c10d::BroadcastOptions& opts) {
   const char* what = "broadcast";

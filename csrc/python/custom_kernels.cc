@@ -24,13 +24,18 @@ namespace {
 // compiled program under torch.compile. Output i is written into targets[i] when given (an
 // input aliased to it: the program then reuses that input's buffer, donated to the output when
 // nothing else holds it); the others are returned as fresh tensors, in order.
+const char* registered_label(const std::string& symbol) {
+  const char* label = lowering::custom_kernel_label(symbol);
+  TORCH_CHECK(label != nullptr, "torch_tpu: custom kernel @", symbol, " is not registered");
+  return label;
+}
+
 std::vector<at::Tensor> run_custom_kernel(const std::string& symbol, const std::vector<at::Tensor>& inputs,
                                           const std::vector<std::vector<int64_t>>& out_shapes,
                                           const std::vector<at::ScalarType>& out_dtypes,
                                           const std::vector<std::optional<at::Tensor>>& targets,
                                           const exec::ReplicaGroup* group = nullptr) {
-  const char* label = lowering::custom_kernel_label(symbol);
-  TORCH_CHECK(label != nullptr, "torch_tpu: custom kernel @", symbol, " is not registered");
+  const char* label = registered_label(symbol);
   TORCH_CHECK(out_shapes.size() == out_dtypes.size(), label, ": ", out_shapes.size(), " output shapes but ",
               out_dtypes.size(), " output dtypes");
   TORCH_CHECK(!out_shapes.empty(), label, ": a kernel must return at least one array");
@@ -76,22 +81,13 @@ std::vector<at::Tensor> run_custom_kernel_over_group(c10d::Backend* backend, con
                                                      const std::vector<std::vector<int64_t>>& out_shapes,
                                                      const std::vector<at::ScalarType>& out_dtypes,
                                                      const std::vector<std::optional<at::Tensor>>& targets) {
-  const char* label = lowering::custom_kernel_label(symbol);
-  TORCH_CHECK(label != nullptr, "torch_tpu: custom kernel @", symbol, " is not registered");
+  const char* label = registered_label(symbol);
   auto* ranks = dynamic_cast<distributed::DeviceBackend*>(backend);
   TORCH_CHECK(ranks != nullptr, label, ": a kernel over a mesh of ranks runs its collectives inside the ranks' "
               "programs, which needs tpu_dist's device transport (every rank of the group in this process, on "
               "its own device); this group's tpu backend is not one. Fix: run the ranks as threads of one "
               "process (TORCH_TPU_DIST_TRANSPORT=device), or call the kernel without mesh=");
-  std::string signature = std::string("kernel ") + label + "(";
-  for (const at::Tensor& t : inputs) {
-    TORCH_CHECK(t.is_privateuseone() && t.device().index() == ranks->device(), label, ": input on ", t.device(),
-                " but this rank's group was created for tpu:", ranks->device(),
-                "; keep every input on the rank's own device");
-    signature += std::string(c10::toString(t.scalar_type())) + c10::str(t.sizes()) + " ";
-  }
-  signature += ")";
-  return ranks->run_over_group(signature, [&](const exec::ReplicaGroup& group) {
+  return ranks->run_over_group(label, inputs, [&](const exec::ReplicaGroup& group) {
     return run_custom_kernel(symbol, inputs, out_shapes, out_dtypes, targets, &group);
   });
 }

@@ -44,11 +44,11 @@ std::string InProcessRendezvous::diverged_locked() const {
   std::string where;
   for (int r = 0; r < size_; ++r) {
     const Waiting& w = waiting_[r];
-    if (!w.waiting) return "";
+    if (w.what == nullptr) return "";
     auto it = rounds_.find(w.round);
     if (it != rounds_.end() && it->second.arrived == size_) return "";  // complete: it will go on
     where += (where.empty() ? "" : ", ") + ("rank " + std::to_string(r) + " at round " + std::to_string(w.round) +
-                                            " (" + w.what + ")");
+                                            " (" + *w.what + ")");
   }
   return "the ranks' sequences of collectives diverged - " + where +
          " - so none of these rounds can complete. Every rank must run the same collectives in the "
@@ -77,10 +77,10 @@ std::vector<std::string> InProcessRendezvous::meet(uint64_t number, int rank, st
   round.payloads[rank] = std::move(payload);
   if (++round.arrived == size_) cv_.notify_all();
   // While this rank waits here (reset on every way out, with the lock held).
-  waiting_[rank] = Waiting{number, what, true};
+  waiting_[rank] = Waiting{number, &what};
   struct Leave {
     Waiting& w;
-    ~Leave() { w.waiting = false; }
+    ~Leave() { w.what = nullptr; }
   } leave{waiting_[rank]};
   if (round.arrived < size_) {
     const std::string diverged = diverged_locked();

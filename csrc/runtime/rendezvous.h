@@ -66,8 +66,7 @@ class InProcessRendezvous : public Rendezvous {
 
   struct Waiting {
     uint64_t round = 0;
-    std::string what;
-    bool waiting = false;
+    const std::string* what = nullptr;  // the waiting call's own; null: not waiting
   };
 
   const int size_;

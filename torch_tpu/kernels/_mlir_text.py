@@ -29,6 +29,18 @@ def tensor_type(shape, dtype, who):
     return "tensor<" + "".join(f"{d}x" for d in shape) + _ELEMENT[name] + ">"
 
 
+def parse_tensor_type(text, who):
+    """(shape, torch dtype) of an MLIR ranked tensor type: ``tensor<2x3xf32>`` -> ((2, 3), float32)."""
+    import torch
+
+    inner = text.strip()[len("tensor<"):-1]
+    *dims, element = inner.split("x")
+    names = {v: k for k, v in _ELEMENT.items()}
+    if element not in names:
+        raise TypeError(f"{who}: unsupported result type {text}")
+    return tuple(int(d) for d in dims), getattr(torch, names[element])
+
+
 def text_hash(text):
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

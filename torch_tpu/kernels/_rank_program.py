@@ -137,9 +137,3 @@ def _to_replicas(text):
     text = _GLOBAL_IDS.sub("", text)
     text = text.replace("<{, ", "<{").replace("<{}>", "")
     return text.replace("stablehlo.partition_id", "stablehlo.replica_id")
-
-
-def dims(tensor_type):
-    """The shape of an MLIR ranked tensor type: ``tensor<2x3xf32>`` -> (2, 3)."""
-    inner = tensor_type.strip()[len("tensor<"):-1]
-    return tuple(int(d) for d in inner.split("x")[:-1])

@@ -12,7 +12,7 @@ import inspect
 import torch
 import torch.utils._pytree as pytree
 
-from . import _donation, _jax_bridge, _rank_program
+from . import _donation, _jax_bridge, _mlir_text, _rank_program
 from . import mesh as _mesh
 from ._kernel_op import KernelOp, KernelTraceError, may_skip_dispatch
 from ._kernel_op import signature as signature_of
@@ -120,6 +120,9 @@ class _JaxSource:
 
     @functools.lru_cache(maxsize=None)
     def _out_info(self, spec_id, sig):
+        if self.mesh is not None:
+            # Each rank returns its shard: the types of the shard_map body's results (one trace).
+            return self._rank_lowering(spec_id, sig, self.platform_or_device())[1:]
         jax = _jax_bridge.jax()
         outs, treedef = self._trace(spec_id, sig, lambda f, avals: jax.eval_shape(f, *avals))
         if not outs:
@@ -130,9 +133,6 @@ class _JaxSource:
                 raise KernelTraceError(f"{self.name}: output {i} is a {type(o).__name__}, not an array")
             shapes.append(tuple(o.shape))
             dtypes.append(_jax_bridge.torch_dtype(o.dtype))
-        if self.mesh is not None:
-            # Each rank returns its shard: the shapes of the shard_map body's results.
-            shapes = [_rank_program.dims(t) for t in self._rank_lowering(spec_id, sig, self.platform_or_device())[1]]
         return shapes, dtypes, treedef
 
     def platform_or_device(self):
@@ -141,8 +141,9 @@ class _JaxSource:
 
     @functools.lru_cache(maxsize=None)
     def _rank_lowering(self, spec_id, sig, platform):
-        """(module text, result types) of one rank's program of a kernel over a mesh."""
-        text, _ = self._trace(
+        """(module text, output shapes, output dtypes, output treedef) of one rank's program of a
+        kernel over a mesh."""
+        text, treedef = self._trace(
             spec_id, sig,
             lambda f, avals: f.trace(*avals).lower(lowering_platforms=(platform,)).as_text())
         try:
@@ -150,14 +151,12 @@ class _JaxSource:
         except _rank_program.NotOneShardMap as e:
             raise KernelTraceError(str(e)) from None
         if self.out_specs is not None:
-            given = [tuple(() if e is None else ((e,) if isinstance(e, str) else tuple(e)) for e in (spec or ()))
-                     for spec in self.out_specs]
-            found = [tuple(d for d in spec) for spec in specs]
-            pad = [g + ((),) * (len(f) - len(g)) for g, f in zip(given, found)]
-            if len(given) != len(found) or pad != found:
+            given = [_mesh.spec_axes(spec, len(found)) for spec, found in zip(self.out_specs, specs)]
+            if len(self.out_specs) != len(specs) or given != specs:
                 raise KernelTraceError(f"{self.name}: output_partition_specs {list(self.out_specs)} do not match "
-                                       f"the shard_map's out_specs {found}")
-        return module, types
+                                       f"the shard_map's out_specs {specs}")
+        shapes, dtypes = zip(*(_mlir_text.parse_tensor_type(t, self.name) for t in types))
+        return module, list(shapes), list(dtypes), treedef
 
     def out_types(self, spec_id, sig):
         shapes, dtypes, _ = self._out_info(spec_id, sig)
@@ -181,7 +180,8 @@ class _JaxSource:
 
     def run_cpu(self, spec_id, tensors):
         if self.mesh is not None:
-            _mesh.check_rank_tensors(self.name, tensors)
+            raise RuntimeError(f"{self.name}: a kernel over a mesh of ranks runs on the ranks' tpu devices; "
+                               "got CPU tensors")
         sig = tuple((tuple(t.shape), t.dtype) for t in tensors)
         with _jax_bridge.x64_scope([d for _, d in sig]):
             f = self._cpu_fns(spec_id)

@@ -64,16 +64,21 @@ def axis_sizes(mesh):
     return dict(zip(mesh.axis_names, mesh.axis_sizes))
 
 
+def spec_axes(spec, ndim):
+    """A partition spec (a PartitionSpec, tuple or None) as, per dimension, the tuple of mesh axes
+    it is split over (``()``: not split) - JAX's ``P("x", None)`` and ``P(("a", "b"))`` alike."""
+    spec = tuple(spec or ())
+    return tuple(() if e is None else ((e,) if isinstance(e, str) else tuple(e))
+                 for e in spec + (None,) * (ndim - len(spec)))
+
+
 def spec_factor(shape, spec, sizes, who):
     """Per dimension of ``shape``, how many shards the partition spec cuts it into."""
-    spec = tuple(spec or ())
-    if len(spec) > len(shape):
-        raise ValueError(f"{who}: partition spec {spec} has more entries than the tensor has dimensions "
+    if len(tuple(spec or ())) > len(shape):
+        raise ValueError(f"{who}: partition spec {tuple(spec)} has more entries than the tensor has dimensions "
                          f"({list(shape)})")
     factors = []
-    for d in range(len(shape)):
-        entry = spec[d] if d < len(spec) else None
-        axes = () if entry is None else ((entry,) if isinstance(entry, str) else tuple(entry))
+    for axes in spec_axes(spec, len(shape)):
         for a in axes:
             if a not in sizes:
                 raise ValueError(f"{who}: partition spec {spec} names axis {a!r}, which the mesh "
@@ -85,12 +90,6 @@ def spec_factor(shape, spec, sizes, who):
 def global_shape(local, spec, sizes, who):
     """The global shape of a rank's shard ``local`` under partition spec ``spec``."""
     return tuple(d * f for d, f in zip(local, spec_factor(local, spec, sizes, who)))
-
-
-def check_rank_tensors(name, tensors):
-    if any(t.device.type != "tpu" for t in tensors):
-        raise RuntimeError(f"{name}: a kernel over a mesh of ranks runs on the ranks' tpu devices; "
-                           f"got {sorted({t.device.type for t in tensors})} tensors")
 
 
 def group_backend(name, mesh):

@@ -172,6 +172,31 @@ Value read_box(Builder& b, Value flat, Value offset, const Layout& L) {
   return b.reshape(seg, L.box);
 }
 
+// The view as one strided slice of the whole storage seen as a row-major [N / s0, box[1], ...]
+// array (N the storage's elements cut to whole outer rows), when the offset is known when the
+// program is built and the view lies inside it: the offset becomes start indices, so no dynamic
+// slice and no padding past the storage's end (a view at the end of its storage, such as the
+// second half of every row, otherwise reads a box that overruns it). Empty when it does not fit.
+std::optional<Value> read_aligned(Builder& b, Value flat, Value offset, const Layout& L, const Dims& n_sorted) {
+  const std::optional<int64_t> at = b.known_int(offset);
+  const size_t k = L.box.size();
+  if (!at || k < 2) return std::nullopt;
+  const int64_t outer = L.box_size / L.box[0];  // elements per outer row: s0
+  const int64_t rows = b.dims(flat)[0] / outer;
+  Dims whole = L.box, start(k), limit(k);
+  whole[0] = rows;
+  int64_t rest = *at;
+  for (size_t j = 0; j < k; ++j) {
+    const int64_t inner = numel(Dims(whole.begin() + j + 1, whole.end()));
+    start[j] = rest / inner;
+    rest %= inner;
+    limit[j] = start[j] + (n_sorted[j] - 1) * L.steps[j] + 1;
+    if (limit[j] > whole[j]) return std::nullopt;
+  }
+  Value base = rows * outer == b.dims(flat)[0] ? flat : b.slice(flat, {0}, {rows * outer}, {1});
+  return b.slice(b.reshape(base, whole), start, limit, L.steps);
+}
+
 }  // namespace
 
 Value read_strided(Builder& b, Value flat, Value offset, const Dims& sizes, const Dims& strides) {
@@ -185,10 +210,14 @@ Value read_strided(Builder& b, Value flat, Value offset, const Dims& sizes, cons
   if (L.real.empty()) {
     v = b.dynamic_slice(flat, {offset}, {1});
   } else {
-    Value box = read_box(b, flat, offset, L);
-    Dims limit(L.box.size());
-    for (size_t j = 0; j < L.box.size(); ++j) limit[j] = (sorted_sizes(L, sizes)[j] - 1) * L.steps[j] + 1;
-    v = b.slice(box, Dims(L.box.size(), 0), limit, L.steps);
+    const Dims n_sorted = sorted_sizes(L, sizes);
+    if (std::optional<Value> aligned = read_aligned(b, flat, offset, L, n_sorted)) {
+      v = *aligned;
+    } else {
+      Dims limit(L.box.size());
+      for (size_t j = 0; j < L.box.size(); ++j) limit[j] = (n_sorted[j] - 1) * L.steps[j] + 1;
+      v = b.slice(read_box(b, flat, offset, L), Dims(L.box.size(), 0), limit, L.steps);
+    }
     v = b.transpose(v, inverse(to_sorted_perm(L)));
   }
   // Re-insert size-1 and broadcast (stride-0) dims.

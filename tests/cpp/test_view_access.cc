@@ -63,6 +63,12 @@ const std::vector<ViewCase> kReadCases = {
     // Room after the view for its whole box (read as a plain slice when the offset is known).
     {"last_dim_slice_with_room", 40, {4, 3}, {8, 1}, 8},
     {"step_slice_with_room", 40, {3, 2}, {10, 3}, 1},
+    // The second half of every row: the box from the offset overruns the storage; a known offset
+    // reads it as one strided slice of the storage seen as rows (and 3-d: the second half of the
+    // last dim of [2, 3, 4] inside a [2, 3, 8] storage; a storage with a partial row at its end).
+    {"tail_of_every_row", 32, {4, 4}, {8, 1}, 4},
+    {"tail_of_every_row_3d", 48, {2, 3, 4}, {24, 8, 1}, 4},
+    {"partial_last_row", 35, {4, 3}, {8, 1}, 5},
 };
 
 class ReadStrided : public ::testing::TestWithParam<ViewCase> {};
@@ -107,7 +113,7 @@ INSTANTIATE_TEST_SUITE_P(Views, ReadStridedKnownOffset, ::testing::ValuesIn(kRea
 // A slice of the last dim (q/k/v of a fused projection, K and V halves of a cache row) at a known
 // offset reads the storage directly: no zero padding, which would cost a bounds test per element
 // in every fused loop reading the view. The last view reaches past the storage's end when boxed,
-// so it keeps the padding.
+// so it keeps the padding when the offset is not known, or when the view crosses the storage's rows.
 TEST(ReadStrided, KnownOffsetsNeedNoPadding) {
   auto text_for = [](int64_t storage, int64_t offset, bool known) {
     Builder b;
@@ -118,7 +124,9 @@ TEST(ReadStrided, KnownOffsetsNeedNoPadding) {
   // The box: 4 rows of 8 (27 elements needed, 32 boxed).
   EXPECT_EQ(text_for(40, 0, true).find("stablehlo.pad"), std::string::npos);
   EXPECT_EQ(text_for(40, 8, true).find("stablehlo.pad"), std::string::npos);
-  EXPECT_NE(text_for(40, 9, true).find("stablehlo.pad"), std::string::npos);
+  EXPECT_EQ(text_for(40, 9, true).find("stablehlo.pad"), std::string::npos);
+  EXPECT_EQ(text_for(40, 9, true).find("stablehlo.dynamic_slice"), std::string::npos);
+  EXPECT_NE(text_for(41, 14, true).find("stablehlo.pad"), std::string::npos);  // crosses rows
   EXPECT_NE(text_for(40, 0, false).find("stablehlo.pad"), std::string::npos);
 }
 

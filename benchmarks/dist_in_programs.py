@@ -1,16 +1,20 @@
 """Collectives inside programs against eager collectives, on ranks that run as threads of one
-process, one XLA CPU device each (tpu_dist's device transport). Two Llama training steps:
+process, one XLA CPU device each (tpu_dist's device transport). Three Llama training steps:
 
-  * tp   - tensor parallel (ColwiseParallel / RowwiseParallel on every block),
-           torch.compile(backend="tpu"), SGD;
-  * fsdp - FSDP2 (fully_shard on every block and the root), Fused Eager, AdamW.
+  * tp            - tensor parallel (ColwiseParallel / RowwiseParallel on every block),
+                    torch.compile(backend="tpu"), SGD;
+  * fsdp          - FSDP2 (fully_shard on every block and the root), Fused Eager, AdamW;
+  * fsdp_compiled - the same with every block compiled (block.compile(backend="tpu")): the
+                    blocks' compute replays as compiled programs, FSDP2's all-gathers and
+                    reduce-scatters run in its hooks between them, in Fused Eager.
 
-    python benchmarks/dist_in_programs.py [--workloads tp fsdp] [--ranks 2 4] [--dim 128] [--rounds 7]
+    python benchmarks/dist_in_programs.py [--workloads tp fsdp fsdp_compiled] [--ranks 2 4] [--dim 128] [--rounds 7]
 
 Contenders, interleaved round by round in one run (same model, same data):
   * in programs - the collectives are inside the programs: the compiled forward and backward
                   hold them (tp, the default), or the step runs inside
-                  torch.tpu.distributed.spmd_safe (fsdp);
+                  torch.tpu.distributed.spmd_safe (fsdp, fsdp_compiled: the hooks' collectives
+                  are recorded into the Fused graphs around the compiled blocks);
   * eager cut   - every collective cuts the graph and runs as a program of its own: for tp the
                   TORCH_TPU_DIST_CUT_COLLECTIVES behaviour (the graph is recorded again per
                   call), for fsdp the step outside spmd_safe (Fused Eager's default).
@@ -99,8 +103,8 @@ def _tp_steps(rank, world_size, args):
     return steps
 
 
-def _fsdp_steps(rank, world_size, args):
-    """{contender: one training step} for the FSDP2 Llama in Fused Eager."""
+def _fsdp_steps(rank, world_size, args, compile_blocks=False):
+    """{contender: one training step} for the FSDP2 Llama in Fused Eager (its blocks compiled if asked)."""
     import torch
     from torch.distributed.fsdp import fully_shard
     from torch.tpu.distributed import spmd_safe
@@ -112,13 +116,20 @@ def _fsdp_steps(rank, world_size, args):
         model = _seeded(lambda: Llama(_config(args, world_size))).to("tpu")
         for block in model.layers:
             fully_shard(block)
+            if compile_blocks:
+                block.compile(backend="tpu")
         fully_shard(model)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         steps[name] = _training_step(model, opt, x, y, spmd_safe if name == "in programs" else contextlib.nullcontext)
     return steps
 
 
-WORKLOADS = {"tp": _tp_steps, "fsdp": _fsdp_steps}
+def _fsdp_compiled_steps(rank, world_size, args):
+    """{contender: one training step} for the FSDP2 Llama with per-block torch.compile."""
+    return _fsdp_steps(rank, world_size, args, compile_blocks=True)
+
+
+WORKLOADS = {"tp": _tp_steps, "fsdp": _fsdp_steps, "fsdp_compiled": _fsdp_compiled_steps}
 
 
 def _rank(rank, world_size, args, workload, out):
@@ -166,7 +177,7 @@ def _rank(rank, world_size, args, workload, out):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workloads", nargs="+", choices=sorted(WORKLOADS), default=["tp", "fsdp"])
+    parser.add_argument("--workloads", nargs="+", choices=sorted(WORKLOADS), default=list(WORKLOADS))
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--batch", type=int, default=8)
@@ -218,7 +229,9 @@ def main():
                               "tp: compiled (torch.compile(backend=\"tpu\")), SGD; in programs = the compiled graphs "
                               "hold the collectives, eager cut = TORCH_TPU_DIST_CUT_COLLECTIVES.",
                               "fsdp: FSDP2 on every block and the root, AdamW, Fused Eager; in programs = the step "
-                              "inside torch.tpu.distributed.spmd_safe, eager cut = the same step outside it."])
+                              "inside torch.tpu.distributed.spmd_safe, eager cut = the same step outside it.",
+                              "fsdp_compiled: the same with every block compiled (block.compile(backend=\"tpu\")); "
+                              "FSDP2's collectives run in its hooks, between the compiled blocks."])
 
 
 if __name__ == "__main__":

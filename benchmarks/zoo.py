@@ -52,9 +52,13 @@ class Contender:
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, foreach=True,
                                      capturable=self.kind == "compile")
 
-        def body():
+        # The batch comes in as arguments, as a compiled training step takes it: Dynamo skips a
+        # frame whose locals hold no tensor, so a step reading its batch from `self` would run the
+        # model's forward and backward eagerly after the graph break at zero_grad (for Inductor as
+        # for us), and only the loss and the optimizer would be compiled.
+        def body(inputs, target):
             self.opt.zero_grad(set_to_none=True)
-            loss = loss_fn(self.model(*self.inputs), self.target)
+            loss = loss_fn(self.model(*inputs), target)
             loss.backward()
             self.opt.step()
             return loss.detach()
@@ -76,7 +80,7 @@ class Contender:
         read = read or self.read
         with self.mode():
             for i in range(steps):
-                loss = self.body()
+                loss = self.body(self.inputs, self.target)
                 if (i + 1) % read == 0 or i + 1 == steps:
                     self.losses.append(loss.item())
 
@@ -89,7 +93,7 @@ def _advisor_counts():
     return s["fused_patterns_timed"], s["fused_ops_run_strictly"]
 
 
-def run_one(name, size, rounds, round_seconds):
+def run_one(name, size, rounds, round_seconds, labels=tuple(CONTENDERS)):
     """One model at one size, all contenders in this process: {label: results}."""
     import torch
 
@@ -99,7 +103,7 @@ def run_one(name, size, rounds, round_seconds):
     torch.manual_seed(0)
     model, inputs, target, loss_fn = zoo_models.available()[name](size, torch.Generator().manual_seed(0))
     contenders = {}
-    for label in CONTENDERS:
+    for label in labels:
         try:
             c = Contender(label, model, inputs, target, loss_fn)
             c.run(CHECK_STEPS, read=1)  # the steps checked against the CPU (and compilation)
@@ -166,12 +170,19 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--round-seconds", type=float, default=0.5)
     parser.add_argument("--timeout", type=int, default=1800, help="seconds one model and size may take")
+    parser.add_argument("--contenders", default=",".join(CONTENDERS),
+                        help="comma-separated subset to run (with --no-write: a partial table)")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
+    unknown = set(args.contenders.split(",")) - set(CONTENDERS)
+    if unknown:
+        parser.error(f"unknown contenders {sorted(unknown)}; choose from {', '.join(CONTENDERS)}")
+    if args.contenders != ",".join(CONTENDERS) and not (args.no_write or args.one):
+        parser.error("a subset of --contenders makes a partial table: add --no-write")
     if args.one:
         name, size = args.one.split(":")
         with open(args.out, "w") as f:
-            json.dump(run_one(name, size, args.rounds, args.round_seconds), f)
+            json.dump(run_one(name, size, args.rounds, args.round_seconds, args.contenders.split(",")), f)
         return
 
     from tqdm import tqdm
@@ -184,7 +195,8 @@ def main():
         for name, size in tqdm(configs, desc="zoo", unit="model"):
             out = os.path.join(tmp, f"{name}_{size}.json")
             cmd = [sys.executable, os.path.abspath(__file__), "--one", f"{name}:{size}", "--out", out,
-                   "--rounds", str(args.rounds), "--round-seconds", str(args.round_seconds)]
+                   "--rounds", str(args.rounds), "--round-seconds", str(args.round_seconds),
+                   "--contenders", args.contenders]
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
                 failed = proc.returncode != 0 or not os.path.exists(out)

@@ -247,7 +247,7 @@ def main():
         "contender after a warm-up round of the same loop; the loss read every K steps (rK) and after "
         "each round. AdamW (foreach; capturable when compiled) on a fixed batch, float32.",
         "Loss check: the first three steps of every contender against CPU eager's (relative difference).",
-        "", "Run: `.venv/bin/python benchmarks/zoo.py " + " ".join(sys.argv[1:]) + "` (about 20-40 minutes on 2 "
+        "", "Run: `.venv/bin/python benchmarks/zoo.py " + " ".join(sys.argv[1:]) + "` (about 10-40 minutes on 2 "
         "cores).",
     ]
     from _results import RESULTS, write

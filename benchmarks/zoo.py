@@ -2,12 +2,13 @@
 trained with AdamW in every execution mode, side by side.
 
     python benchmarks/zoo.py [--models mlp,cnn,...] [--sizes small,medium] [--rounds 5]
-                             [--round-seconds 0.5] [--no-write]
+                             [--round-seconds 0.5] [--contenders compiled,inductor --no-write]
 
 Contenders, each training its own copy of the same model from the same weights on the same batch:
 Strict and Fused Eager with the loss read every step, every 10 steps and once per 100 (or once per
-round when a round is shorter), torch.compile(backend="tpu") of the whole step, PyTorch CPU eager
-and Inductor (torch.compile on the CPU). Each model and size runs in a process of its own: the
+round when a round is shorter), torch.compile(backend="tpu") of the whole step (zero_grad, forward,
+backward, AdamW; the batch passed as arguments), PyTorch CPU eager and Inductor (torch.compile of
+the same step on the CPU). Each model and size runs in a process of its own: the
 first three steps of every contender are checked against CPU eager's losses, a warm-up round runs
 the same loop as the measured ones (for Fused, repeated until its fuse advisor has timed the
 loop fused against op by op, at most six rounds), then the contenders take turns in rounds of about

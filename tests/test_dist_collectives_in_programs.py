@@ -284,6 +284,34 @@ def test_a_compiled_function_holds_its_collective_and_replays():
     assert stats["rerecorded_calls"] == 0 and stats["replays"] >= 6, stats
 
 
+def test_cut_collectives_keep_the_eager_result_and_say_why():
+    # TORCH_TPU_DIST_CUT_COLLECTIVES: each collective runs as a program of its own, so a compiled
+    # graph holding one is recorded again per call (never replayed with a stale collective
+    # result), and the warning names the collective rather than a host read.
+    import warnings
+
+    import torch._dynamo
+    from torch_tpu import _C
+    from torch_tpu.dynamo import graph_runner
+
+    torch._dynamo.reset()
+    graph_runner.reset_stats()
+    _C._dist_cut_collectives(True)
+    try:
+        with warnings.catch_warnings(record=True) as caught:  # the rank threads' warnings too
+            warnings.simplefilter("always")
+            results = _compile_threads(_compiled_function)
+    finally:
+        _C._dist_cut_collectives(False)
+    for rank, (pairs, counts, stats) in enumerate(results):
+        for i, (compiled, eager) in enumerate(pairs):
+            torch.testing.assert_close(compiled, eager, msg=lambda m: f"rank {rank} call {i}: {m}")
+        assert counts == [{"launched": 1, "recorded": 0}] * 4, counts
+    assert results[0][2]["replays"] == 0, results[0][2]
+    notes = [str(w.message) for w in caught if "recorded again" in str(w.message)]
+    assert notes and all("a collective (all_reduce) ran as a program of its own" in n for n in notes), notes
+
+
 def test_a_new_process_group_recompiles_instead_of_using_the_destroyed_one():
     # Dynamo keeps the compiled graph of `fn`'s code across runs; its program was compiled for the
     # first run's group, which destroy_process_group closed: the second run captures again.

@@ -49,6 +49,8 @@ def test_fused_eager_collective_cuts_the_graph_and_replays():
 
 
 def compiled_collective(rank, world_size):
+    import warnings
+
     import torch._dynamo
 
     def fn(x):
@@ -58,14 +60,19 @@ def compiled_collective(rank, world_size):
 
     compiled = torch.compile(fn, backend="tpu")
     results = []
-    for i in range(3):
-        x = torch.arange(6, dtype=torch.float32).reshape(2, 3) + rank + i
-        results.append((compiled(x.to("tpu")).cpu(), fn(x.to("tpu")).cpu()))
-    return results
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(3):
+            x = torch.arange(6, dtype=torch.float32).reshape(2, 3) + rank + i
+            results.append((compiled(x.to("tpu")).cpu(), fn(x.to("tpu")).cpu()))
+    return results, [str(w.message) for w in caught if "recorded again" in str(w.message)]
 
 
 def test_compiled_function_with_a_collective_gives_the_eager_result():
-    for rank, results in enumerate(run_processes(compiled_collective, timeout=180)):
+    for rank, (results, notes) in enumerate(run_processes(compiled_collective, timeout=180)):
+        # Two processes talk over the host transport: the warning says so (not "an op read device
+        # data on the host", which would send the user looking for CPU fallbacks).
+        assert len(notes) == 1 and "(all_reduce) ran over the host transport" in notes[0], notes
         for i, (compiled, eager) in enumerate(results):
             x0 = torch.arange(6, dtype=torch.float32).reshape(2, 3) + i
             want = 2 * x0 + 2 * (x0 + 1) + 1  # ranks 0 and 1

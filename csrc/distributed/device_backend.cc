@@ -8,6 +8,7 @@
 
 #include "aten/op_runner.h"
 #include "exec/execution_mode.h"
+#include "exec/executor.h"
 #include "exec/fused_graphs.h"
 #include "runtime/launch_queue.h"
 #include "runtime/pending_work.h"
@@ -179,6 +180,12 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::collective(const Group& group, con
     count(device_, true);  // joins the device's deferred graph
   } else {
     strict.emplace();  // nothing of the collective is recorded into the deferred graph
+    // Under torch.compile the graph then keeps the eager behaviour: refused for replay, saying why.
+    if (exec::FusedGraphs::capture_device() >= 0) {
+      exec::Executor::get().fused().cut_capture(std::string("a collective (") + what +
+                                                ") ran as a program of its own, outside the graph's program, "
+                                                "so the graph runs as several programs");
+    }
     runtime::flush_pending_work_on(device_);  // a collective ends this device's pending graph
     count(device_, false);
   }

@@ -9,6 +9,8 @@
 #include "distributed/host_staging.h"
 #include "distributed/peer_status.h"
 #include "exec/execution_mode.h"
+#include "exec/executor.h"
+#include "exec/fused_graphs.h"
 #include "runtime/pending_work.h"
 
 namespace tpu::distributed {
@@ -161,6 +163,12 @@ std::vector<int64_t> HostBackend::signature(const char* what, const std::vector<
 
 c10::intrusive_ptr<c10d::Work> HostBackend::submit(const char* what, c10d::OpType type,
                                                    std::vector<at::Tensor> outputs, std::unique_ptr<Job> job) {
+  // Under torch.compile the graph keeps the eager behaviour: refused for replay, saying why.
+  if (exec::FusedGraphs::capture_device() >= 0) {
+    exec::Executor::get().fused().cut_capture(std::string("a collective (") + what +
+                                              ") ran over the host transport, outside the graph's program, "
+                                              "so the graph runs as several programs");
+  }
   job->what = what;
   job->work = c10::make_intrusive<TpuWork>(getRank(), type, what,
                                            outputs.empty() ? c10::Device(c10::DeviceType::PrivateUse1, 0)

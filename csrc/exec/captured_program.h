@@ -43,6 +43,7 @@ struct CapturedProgram {
   // False when the capture was cut by a flush or a tracked storage was written from outside
   // the recording (a host upload): the program is not the whole computation.
   bool complete = true;
+  std::string cut_reason;  // why it is not complete, when a cut said (else a host read or upload)
   std::vector<Param> params;
   // Runtime arguments after the parameters (offsets and scalars), as device buffers.
   std::vector<std::shared_ptr<pjrt::Buffer>> scalars;

@@ -348,22 +348,28 @@ void FusedGraph::set_capturing(bool on, bool bake) {
     advisor_.interrupt();  // a capture is no iteration of the loop around it
     strict_ = false;
   }
-  if (on) capture_cut_ = false;
+  if (on) {
+    capture_cut_ = false;
+    capture_cut_why_.clear();
+  }
   capturing_ = on;
   bake_ = on && bake;
 }
 
 bool FusedGraph::capturing() const { return capturing_.load(std::memory_order_acquire); }
 
-void FusedGraph::cut_capture() {
+void FusedGraph::cut_capture(const std::string& why) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  if (capturing_) capture_cut_ = true;
+  if (!capturing_) return;
+  capture_cut_ = true;
+  if (capture_cut_why_.empty()) capture_cut_why_ = why;
 }
 
 CapturedProgram FusedGraph::flush_captured() {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   CapturedProgram captured;
   captured.complete = !capture_cut_;
+  captured.cut_reason = capture_cut_why_;
   flush_locked(&captured);
   return captured;
 }

@@ -104,8 +104,10 @@ class FusedGraph : public runtime::PendingWork {
   // replayed for inputs of one layout loses nothing by it.
   void set_capturing(bool on, bool bake = false);
   bool capturing() const;
-  // The capture does not stand for the whole computation (the thread ran ops elsewhere).
-  void cut_capture();
+  // The capture does not stand for the whole computation (the thread ran ops elsewhere, or a
+  // collective outside the graph); `why`, when given, is what the refused replay says (the
+  // first reason given wins).
+  void cut_capture(const std::string& why = {});
   // Runs the recorded graph like flush() and describes it for replay (empty when nothing was
   // recorded).
   CapturedProgram flush_captured();
@@ -194,6 +196,7 @@ class FusedGraph : public runtime::PendingWork {
   // The capture was cut (a flush) or a storage it tracks was written from outside it (an
   // upload): the program does not stand for the whole captured computation.
   bool capture_cut_ = false;
+  std::string capture_cut_why_;
   int device_ = -1;
   std::vector<Value> values_;
   std::vector<Param> params_;

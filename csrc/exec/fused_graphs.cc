@@ -99,6 +99,10 @@ void FusedGraphs::note_other_device(int device) {
   if (t_capture_device >= 0 && device != t_capture_device) of(t_capture_device).cut_capture();
 }
 
+void FusedGraphs::cut_capture(const std::string& why) {
+  if (t_capture_device >= 0) of(t_capture_device).cut_capture(why);
+}
+
 namespace {
 // TORCH_TPU_DIST_CUT_COLLECTIVES=1: every collective ends the graph (for comparison, or as a way
 // out should recording one ever misbehave).

@@ -54,6 +54,8 @@ class FusedGraphs : public runtime::PendingWork {
   // An op of the calling thread on `device` while it captures on another: the capture is not
   // the whole computation.
   void note_other_device(int device);
+  // The calling thread's capture, if any, is not the whole computation, for the reason given.
+  void cut_capture(const std::string& why);
 
   // Whether a collective of the calling thread on `device` is recorded into the graph.
   static bool records_collectives(int device);

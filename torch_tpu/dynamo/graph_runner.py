@@ -201,7 +201,8 @@ class CompiledFxGraph:
         self._warn_once(
             "rerecord",
             f"torch.compile(backend='tpu'): a {self.kind} graph is recorded again on every call "
-            f"because {self.rerecord_reason}; it still runs as one compiled program."
+            f"because {self.rerecord_reason}"
+            + ("." if "several programs" in self.rerecord_reason else "; it still runs as one compiled program.")
             + _hint(self.rerecord_reason),
         )
 
@@ -293,4 +294,8 @@ def _without_dropout(node) -> bool:
 def _hint(reason: str) -> str:
     if "CPU tensor" in reason:
         return " Fix: keep such inputs on the device (for optimizers: capturable=True)."
+    if "collective" in reason:
+        return (" The results are eager execution's. Compiled programs hold the collectives of the "
+                "process group's own ranks on the device transport (TORCH_TPU_DIST_TRANSPORT=device, "
+                "TORCH_TPU_DIST_CUT_COLLECTIVES unset; docs/design.md).")
     return " Fix: see torch_tpu.fallback_counts() for ops that run on the CPU."

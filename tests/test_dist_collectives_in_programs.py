@@ -305,7 +305,10 @@ def test_cut_collectives_keep_the_eager_result_and_say_why():
         _C._dist_cut_collectives(False)
     for rank, (pairs, counts, stats) in enumerate(results):
         for i, (compiled, eager) in enumerate(pairs):
+            x = torch.arange(32, dtype=torch.float32).reshape(4, 8) / 50 + i
+            want = sum(torch.tanh(x @ (torch.ones(8, 8) * (r + 1) / 10)) for r in range(2)) * 2 + 1
             torch.testing.assert_close(compiled, eager, msg=lambda m: f"rank {rank} call {i}: {m}")
+            torch.testing.assert_close(compiled, want, msg=lambda m: f"rank {rank} call {i}: {m}")
         assert counts == [{"launched": 1, "recorded": 0}] * 4, counts
     assert results[0][2]["replays"] == 0, results[0][2]
     notes = [str(w.message) for w in caught if "recorded again" in str(w.message)]

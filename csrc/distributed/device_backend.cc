@@ -181,11 +181,7 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::collective(const Group& group, con
   } else {
     strict.emplace();  // nothing of the collective is recorded into the deferred graph
     // Under torch.compile the graph then keeps the eager behaviour: refused for replay, saying why.
-    if (exec::FusedGraphs::capture_device() >= 0) {
-      exec::Executor::get().fused().cut_capture(std::string("a collective (") + what +
-                                                ") ran as a program of its own, outside the graph's program, "
-                                                "so the graph runs as several programs");
-    }
+    exec::Executor::get().fused().cut_capture_by_collective(what, "as a program of its own");
     runtime::flush_pending_work_on(device_);  // a collective ends this device's pending graph
     count(device_, false);
   }

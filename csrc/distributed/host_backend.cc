@@ -164,11 +164,7 @@ std::vector<int64_t> HostBackend::signature(const char* what, const std::vector<
 c10::intrusive_ptr<c10d::Work> HostBackend::submit(const char* what, c10d::OpType type,
                                                    std::vector<at::Tensor> outputs, std::unique_ptr<Job> job) {
   // Under torch.compile the graph keeps the eager behaviour: refused for replay, saying why.
-  if (exec::FusedGraphs::capture_device() >= 0) {
-    exec::Executor::get().fused().cut_capture(std::string("a collective (") + what +
-                                              ") ran over the host transport, outside the graph's program, "
-                                              "so the graph runs as several programs");
-  }
+  exec::Executor::get().fused().cut_capture_by_collective(what, "over the host transport");
   job->what = what;
   job->work = c10::make_intrusive<TpuWork>(getRank(), type, what,
                                            outputs.empty() ? c10::Device(c10::DeviceType::PrivateUse1, 0)

@@ -99,8 +99,10 @@ void FusedGraphs::note_other_device(int device) {
   if (t_capture_device >= 0 && device != t_capture_device) of(t_capture_device).cut_capture();
 }
 
-void FusedGraphs::cut_capture(const std::string& why) {
-  if (t_capture_device >= 0) of(t_capture_device).cut_capture(why);
+void FusedGraphs::cut_capture_by_collective(const char* what, const char* how) {
+  if (t_capture_device < 0) return;  // no capture: nothing to build
+  of(t_capture_device).cut_capture(std::string("a collective (") + what + ") ran " + how +
+                                   ", outside the graph's program, so the graph runs as several programs");
 }
 
 namespace {

@@ -54,8 +54,10 @@ class FusedGraphs : public runtime::PendingWork {
   // An op of the calling thread on `device` while it captures on another: the capture is not
   // the whole computation.
   void note_other_device(int device);
-  // The calling thread's capture, if any, is not the whole computation, for the reason given.
-  void cut_capture(const std::string& why);
+  // A collective `what` of the calling thread ran `how` ("as a program of its own", "over the
+  // host transport"), outside the graph: its capture, if any, is not the whole computation, and
+  // the refused replay says so.
+  void cut_capture_by_collective(const char* what, const char* how);
 
   // Whether a collective of the calling thread on `device` is recorded into the graph.
   static bool records_collectives(int device);

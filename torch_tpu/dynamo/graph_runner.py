@@ -200,7 +200,8 @@ class CompiledFxGraph:
             return  # dropout and other random ops: expected, nothing to fix
         self._warn_once(
             "rerecord",
-            f"torch.compile(backend='tpu'): a {self.kind} graph is recorded again on every call "
+            f"torch.compile(backend='tpu'): {'an' if self.kind == 'inference' else 'a'} {self.kind} graph is "
+            "recorded again on every call "
             f"because {self.rerecord_reason}"
             + ("." if "several programs" in self.rerecord_reason else "; it still runs as one compiled program.")
             + _hint(self.rerecord_reason),

@@ -1,8 +1,10 @@
 #include "hlo/builder.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "hlo/literal.h"
+#include "hlo/reduce_plan.h"
 
 namespace tpu::hlo {
 
@@ -523,21 +525,45 @@ Value Builder::dot_general(Value lhs, Value rhs, const Dims& lhs_batch, const Di
 }
 
 Value Builder::reduce(Value v, Value init, const Dims& reduce_dims, ReduceKind kind) {
-  const Dims& in = dims(v);
+  const Dims in = dims(v);
   if (type(init).rank() != 0 || dtype(init) != dtype(v)) fail("reduce", "init must be a scalar of the operand type");
   std::vector<bool> reduced(in.size(), false);
   for (int64_t d : reduce_dims) {
     if (d < 0 || d >= static_cast<int64_t>(in.size()) || reduced[d]) fail("reduce", "bad dimensions");
     reduced[d] = true;
   }
-  Dims out;
-  for (size_t i = 0; i < in.size(); ++i) if (!reduced[i]) out.push_back(in[i]);
   if (reduce_dims.empty()) return v;
-  TensorType scalar{dtype(v), {}};
+  // Staged only for sums (the chain of additions is what is slow and inexact; XLA's max and
+  // min reductions are fast as they are).
+  const ReducePlan plan = kind == ReduceKind::kSum ? plan_reduce(in, reduce_dims) : ReducePlan{};
+  if (!plan.staged) return emit_reduce(v, init, reduce_dims, kind);
+  // A run split into blocks: the first stage is a windowed reduction, as XLA would fold a reduce
+  // of a reduce over the same run back into one.
+  const int64_t block = plan.rows[1];
+  Value rows = reshape(v, plan.rows);
+  Value first = plan.split ? reduce_window(rows, init, {1, block}, {1, block}, {1, 1}, {{0, 0}, {0, 0}}, kind)
+                           : emit_reduce(rows, init, {1}, kind);
+  Value r = reshape(first, plan.middle);
+  return plan.second.empty() ? r : emit_reduce(r, init, plan.second, kind);
+}
+
+// The combining region of reduce/reduce_window for `kind` over elements of type `t`.
+std::string Builder::reducer(ElementType t, ReduceKind kind) {
+  TensorType scalar{t, {}};
   const char* op = reduce_op(kind);
-  std::string body = region({scalar, scalar}, [&](const std::vector<Value>& a) {
-    return std::vector<Value>{binary(op, a[0], a[1])};
-  });
+  return region({scalar, scalar},
+                [&](const std::vector<Value>& a) { return std::vector<Value>{binary(op, a[0], a[1])}; });
+}
+
+Value Builder::emit_reduce(Value v, Value init, const Dims& reduce_dims, ReduceKind kind) {
+  const Dims in = dims(v);
+  Dims out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (std::find(reduce_dims.begin(), reduce_dims.end(), static_cast<int64_t>(i)) == reduce_dims.end()) {
+      out.push_back(in[i]);
+    }
+  }
+  const std::string body = reducer(dtype(v), kind);
   return emit("stablehlo.reduce", {v, init}, TensorType{dtype(v), out},
               "dimensions = " + i64_array(reduce_dims), body);
 }
@@ -596,11 +622,7 @@ Value Builder::reduce_window(Value v, Value init, const Dims& window, const Dims
       padding.size() != in.size()) {
     fail("reduce_window", "window rank mismatch");
   }
-  TensorType scalar{dtype(v), {}};
-  const char* op = reduce_op(kind);
-  std::string body = region({scalar, scalar}, [&](const std::vector<Value>& a) {
-    return std::vector<Value>{binary(op, a[0], a[1])};
-  });
+  const std::string body = reducer(dtype(v), kind);
   const Dims out = window_output(in, window, strides, window_dilations, padding);
   return emit("stablehlo.reduce_window", {v, init}, TensorType{dtype(v), out},
               "window_dimensions = " + i64_array(window) + ", window_strides = " + i64_array(strides) +

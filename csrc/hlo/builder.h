@@ -118,6 +118,8 @@ class Builder {
     return dot_general(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, result,
                        highest_precision ? Precision::kHighest : Precision::kDefault);
   }
+  // Emitted as one reduce or, for long trailing runs of reduced dimensions, in two stages of the
+  // same result (hlo/reduce_plan.h).
   Value reduce(Value v, Value init, const Dims& dims, ReduceKind kind);
   // Variadic reduce: `values` (same shape) reduced together with `inits`; `body` receives the
   // accumulators then the elements (rank-0) and returns the new accumulators.
@@ -163,6 +165,9 @@ class Builder {
   void set_num_replicas(int64_t n) { num_replicas_ = n; }
 
  private:
+  // One stablehlo.reduce (reduce() picks between it and a staged form, hlo/reduce_plan.h).
+  Value emit_reduce(Value v, Value init, const Dims& dims, ReduceKind kind);
+  std::string reducer(ElementType t, ReduceKind kind);
   Value new_value(const TensorType& t);
   std::string name(Value v) const { return "%" + std::to_string(v.id); }
   std::string operand_list(const std::vector<Value>& vs) const;

@@ -1,7 +1,8 @@
-"""Long reductions are emitted in two stages (csrc/hlo/reduce_plan.h): XLA:CPU runs a reduce with
+"""Long sums are emitted in two stages (csrc/hlo/reduce_plan.h): XLA:CPU runs a reduce with
 its producer fused in as one chain of additions per output, whose rounding error grows with the
 chain (a float32 sum of x*x over 262,144 elements was 6e-5 off, relative). Staged, such sums are as
-accurate as PyTorch's CPU kernels, and every reduction kind and dtype keeps its exact result."""
+accurate as PyTorch's CPU kernels, and every reduction kind and dtype keeps its exact result. Large
+float amax/amin run ATen's kernel inside the program on the CPU plugin, whose own max drops NaNs."""
 
 import pytest
 import torch
@@ -78,18 +79,42 @@ def test_staged_reductions_equal_the_cpu(case, layout):
         assert_close(got, want)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known, not fixed (issue 27 note of 2026-12-05): the XLA CPU plugin hands a plain max/min "
-    "reduction of a stored array to YNNPACK, whose max drops NaNs; spelling NaN propagation out in "
-    "the reducer keeps it correct but made amax of 2048x2048 0.16 -> 8.9 ms"))
-@pytest.mark.parametrize("op", ["amax", "amin"])
-def test_a_long_row_max_of_a_stored_tensor_keeps_its_nan(op):
-    x = _x(shape=(256, 1024))
-    x[17, 400] = float("nan")
-    x[200, 3] = float("-inf")
-    got = getattr(x.to("tpu"), op)(1)
-    assert_close(got, getattr(x, op)(1))
-    assert torch.isnan(got.cpu()[17])
+@pytest.mark.parametrize("how", ["strict", "fused", "compiled"])
+@pytest.mark.parametrize("op", ["amax", "amin", "max", "min", "aminmax"])
+@pytest.mark.parametrize("layout", ["rows", "all", "per_channel"])
+def test_a_max_of_a_stored_tensor_keeps_its_nan(op, layout, how):
+    # The XLA CPU plugin hands a plain max/min reduction of a stored array to YNNPACK, whose max
+    # drops NaNs (a 256x1024 row max came back finite): large float amax/amin run ATen's kernel
+    # inside the program there (csrc/host_aten/extreme_kernel.h).
+    shape, dims = {"rows": ((256, 1024), 1), "all": (SHAPE, None), "per_channel": (SHAPE, (0, 2, 3))}[layout]
+    x = _x(shape=shape)
+    x.view(-1)[4000] = float("nan")
+    x.view(-1)[9000] = float("-inf")
+    x.view(-1)[12345] = float("inf")
+
+    def fn(t):
+        if op == "aminmax":
+            return torch.stack(t.aminmax() if not isinstance(dims, int) else t.aminmax(dim=dims))
+        name = op if op.startswith("a") else "a" + op
+        if dims is None:
+            return getattr(t, op)()
+        return getattr(t, name)(dims)
+
+    if how == "compiled":
+        got = torch.compile(fn, backend="tpu", dynamic=False)(x.to("tpu"))
+    else:
+        with mode(EagerMode.FUSED if how == "fused" else EagerMode.STRICT):
+            got = fn(x.to("tpu"))
+    want = fn(x)
+    assert_close(got, want)
+    assert torch.isnan(got.cpu()).any()
+
+
+def test_large_float_maxima_take_the_host_kernel_on_the_cpu_plugin():
+    assert "torch_tpu_extreme" in torch_tpu._C._host_kernels()
+    x = _x(shape=(64, 64))  # 4096 elements, a finite result both ways
+    assert_close(x.to("tpu").amax(0), x.amax(0))
+    assert_close(x.to("tpu")[:8, :8].amin(), x[:8, :8].amin())  # below the threshold: XLA's reduce
 
 
 def test_max_pooling_keeps_a_nan():

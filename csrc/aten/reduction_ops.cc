@@ -9,6 +9,8 @@
 #include "aten/out_variants.h"
 #include "aten/tensor_access.h"
 #include "aten/type_promotion.h"
+#include "host_aten/extreme_kernel.h"
+#include "runtime/runtime.h"
 
 namespace tpu::aten {
 namespace {
@@ -104,10 +106,19 @@ at::Tensor k_prod(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
 
 // ---- extremes and logic ------------------------------------------------------------------
 
+// On the XLA CPU plugin a large float32/float64 amax/amin runs ATen's kernel from inside the
+// program (host_aten/extreme_kernel.h: the plugin's own max drops NaNs), marked here so the choice
+// is part of the op's key in every mode.
 at::Tensor extreme(const char* lowering, const char* label, const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
   const Dims dims = reduction_dims(self, dim);
   check_nonempty(self, dims, label + 6);
-  return reducer(lowering, label, self, dims, keepdim, self.scalar_type()).run1();
+  OpRunner r = reducer(lowering, label, self, dims, keepdim, self.scalar_type());
+  const at::ScalarType t = self.scalar_type();
+  if ((t == at::kFloat || t == at::kDouble) && self.numel() >= host_aten::kHostExtremeMinElements &&
+      runtime::Runtime::get().has_host_kernel(host_aten::kExtreme)) {
+    r.attrs().set_bool("host_kernel", true);
+  }
+  return r.run1();
 }
 at::Tensor& k_amax_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
   return write_out(extreme("amax", "aten::amax", self, dim, keepdim), out);

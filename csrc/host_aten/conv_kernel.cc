@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "host_aten/buffer_tensors.h"
 #include "host_kernels/ffi_call_frame.h"
 #include "host_kernels/registry.h"
 
@@ -52,31 +53,14 @@ Params params_of(const HostCall& call) {
   return p;
 }
 
-// The buffer as a CPU tensor over its memory (no copy).
-at::Tensor tensor(const Buffer& b) {
-  at::ScalarType t;
-  switch (b.dtype) {
-    case host_kernels::ffi_abi::kF32: t = at::kFloat; break;
-    case host_kernels::ffi_abi::kF64: t = at::kDouble; break;
-    default: throw std::invalid_argument("expects float32 or float64 buffers");
-  }
-  return at::from_blob(b.data, at::IntArrayRef(b.dims, static_cast<size_t>(b.rank)), at::TensorOptions().dtype(t));
-}
-
-void write(const HostCall& call, int64_t index, const at::Tensor& value) {
-  at::Tensor out = tensor(call.result(index));
-  if (!out.sizes().equals(value.sizes())) throw std::invalid_argument("a result has an unexpected shape");
-  out.copy_(value);
-}
-
 void forward(const HostCall& call, const Params& p) {
   if (call.num_args() != (p.bias ? 3 : 2) || call.num_results() != 1) {
     throw std::invalid_argument("forward takes x, w (and bias) and gives one result");
   }
   std::optional<at::Tensor> bias;
-  if (p.bias) bias = tensor(call.arg(2));
-  write(call, 0, at::convolution(tensor(call.arg(0)), tensor(call.arg(1)), bias, p.stride, p.padding, p.dilation,
-                                 p.transposed, p.output_padding, p.groups));
+  if (p.bias) bias = tensor_of(call.arg(2));
+  write_result(call, 0, at::convolution(tensor_of(call.arg(0)), tensor_of(call.arg(1)), bias, p.stride, p.padding,
+                                        p.dilation, p.transposed, p.output_padding, p.groups));
 }
 
 void backward(const HostCall& call, const Params& p) {
@@ -85,14 +69,14 @@ void backward(const HostCall& call, const Params& p) {
   if (call.num_args() != 3 || call.num_results() != count) {
     throw std::invalid_argument("backward takes grad_y, x, w and gives the masked gradients");
   }
-  const at::Tensor grad = tensor(call.arg(0));
+  const at::Tensor grad = tensor_of(call.arg(0));
   const std::vector<int64_t> bias_sizes = {grad.size(1)};
-  auto grads = at::convolution_backward(grad, tensor(call.arg(1)), tensor(call.arg(2)), bias_sizes, p.stride,
+  auto grads = at::convolution_backward(grad, tensor_of(call.arg(1)), tensor_of(call.arg(2)), bias_sizes, p.stride,
                                         p.padding, p.dilation, p.transposed, p.output_padding, p.groups, mask);
   const at::Tensor all[3] = {std::get<0>(grads), std::get<1>(grads), std::get<2>(grads)};
   int64_t next = 0;
   for (int i = 0; i < 3; ++i) {
-    if (mask[i]) write(call, next++, all[i]);
+    if (mask[i]) write_result(call, next++, all[i]);
   }
 }
 

@@ -2,7 +2,9 @@
 // value+index reductions), scans (cumsum, cumprod, cummax, cummin) and softmax. Inputs arrive
 // in the accumulation dtype the aten layer chose; results are cast to attrs.out_dtype where
 // given.
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <limits>
 
 #include "lowering/cast.h"
@@ -83,10 +85,29 @@ Value sum_zero_sign(Builder& b, Value sum) {
   return b.select(b.compare(sum, zero, Compare::kEQ), zero, sum);
 }
 
+// amax/amin run by ATen's kernel inside the program (host_aten/extreme_kernel.h): the dims and
+// the kind as the custom call's scalar attributes.
+Value host_extreme(Builder& b, Value x, const Dims& dims, bool want_max) {
+  std::string config = "call_target_name = \"torch_tpu_extreme\", api_version = 4 : i32, backend_config = {";
+  config += "ndims = " + std::to_string(dims.size()) + " : i64, ";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    config += "dim" + std::to_string(i) + " = " + std::to_string(dims[i]) + " : i64, ";
+  }
+  config += "max = " + std::string(want_max ? "1" : "0") + " : i64}";
+  Dims out;
+  for (int64_t d = 0; d < static_cast<int64_t>(b.dims(x).size()); ++d) {
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) out.push_back(b.dims(x)[d]);
+  }
+  return b.emit_multi("stablehlo.custom_call", {x}, {TensorType{b.dtype(x), out}}, config)[0];
+}
+
 Args simple(Context& ctx, const Args& in, ReduceKind kind) {
   auto& b = ctx.b;
   const Dims& dims = ctx.attrs.get_ints("dims");
   Value x = in[0];
+  if (ctx.attrs.get_bool("host_kernel", false)) {
+    return {finish(ctx, host_extreme(b, x, dims, kind == ReduceKind::kMax), b.dims(in[0]), dims)};
+  }
   if (b.dtype(x) == ElementType::kBool && (kind == ReduceKind::kSum || kind == ReduceKind::kProd)) {
     x = b.convert(x, ElementType::kI64);
   }

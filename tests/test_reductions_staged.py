@@ -41,20 +41,24 @@ def test_long_sums_of_an_expression_are_as_accurate_as_the_cpu(fn, how):
     assert tpu_error <= max(4 * cpu_error, 1e-6), (tpu_error, cpu_error)
 
 
-# name -> (function, dtype of the input); shapes below take every staged form
+def _one_dim(dims):
+    """prod/any/all take one dim (the first of several), or none for a full reduction."""
+    return {} if len(dims) == 4 else {"dim": dims[0]}
+
+
+# name -> (function of (x, dims), dtype of the input); the layouts below take every staged form
 CASES = {
-    "sum f32": (lambda x: (x * 2).sum(DIMS), torch.float32),
-    "sum f64": (lambda x: (x * 2).sum(DIMS), torch.float64),
-    "mean f32": (lambda x: (x - 1).mean(DIMS), torch.float32),
-    "amax f32": (lambda x: (x * 3).amax(DIMS), torch.float32),
-    "amin f32": (lambda x: (x * 3).amin(DIMS), torch.float32),
-    "prod f64": (lambda x: (1 + x * 1e-3).prod(DIMS[0]) if isinstance(DIMS, tuple) else (1 + x * 1e-3).prod(), torch.float64),
-    "sum int64": (lambda x: (x * 1000).long().sum(DIMS), torch.float32),
-    "any bool": (lambda x: (x > 3.5).any(DIMS[0]) if isinstance(DIMS, tuple) else (x > 3.5).any(), torch.float32),
-    "all bool": (lambda x: (x > -3.5).all(DIMS[0]) if isinstance(DIMS, tuple) else (x > -3.5).all(), torch.float32),
-    "sum complex64": (lambda x: torch.complex(x, -x).sum(DIMS), torch.float32),
+    "sum f32": (lambda x, d: (x * 2).sum(d), torch.float32),
+    "sum f64": (lambda x, d: (x * 2).sum(d), torch.float64),
+    "mean f32": (lambda x, d: (x - 1).mean(d), torch.float32),
+    "amax f32": (lambda x, d: (x * 3).amax(d), torch.float32),
+    "amin f32": (lambda x, d: (x * 3).amin(d), torch.float32),
+    "prod f64": (lambda x, d: (1 + x * 1e-3).prod(**_one_dim(d)), torch.float64),
+    "sum int64": (lambda x, d: (x * 1000).long().sum(d), torch.float32),
+    "any bool": (lambda x, d: (x > 3.5).any(**_one_dim(d)), torch.float32),
+    "all bool": (lambda x, d: (x > -3.5).all(**_one_dim(d)), torch.float32),
+    "sum complex64": (lambda x, d: torch.complex(x, -x).sum(d), torch.float32),
 }
-DIMS = None  # set per layout below (the lambdas read it when called)
 LAYOUTS = {
     "all of a 4-d tensor": (SHAPE, tuple(range(4))),
     "batch statistics (N, H, W)": (SHAPE, (0, 2, 3)),
@@ -66,13 +70,11 @@ LAYOUTS = {
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("case", list(CASES))
 def test_staged_reductions_equal_the_cpu(case, layout):
-    global DIMS
     shape, dims = LAYOUTS[layout]
-    DIMS = dims
     fn, dtype = CASES[case]
     x = _x(dtype, seed=1, shape=shape)
-    got = torch.compile(fn, backend="tpu", dynamic=False)(x.to("tpu"))
-    want = fn(x)
+    got = torch.compile(lambda t: fn(t, dims), backend="tpu", dynamic=False)(x.to("tpu"))
+    want = fn(x, dims)
     if want.dtype.is_floating_point or want.dtype.is_complex:
         assert_close(got, want, rtol=2e-5, atol=1e-3 if want.dtype != torch.float64 else 1e-9)
     else:

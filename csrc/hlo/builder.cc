@@ -555,16 +555,19 @@ std::string Builder::reducer(ElementType t, ReduceKind kind) {
                 [&](const std::vector<Value>& a) { return std::vector<Value>{binary(op, a[0], a[1])}; });
 }
 
-Value Builder::emit_reduce(Value v, Value init, const Dims& reduce_dims, ReduceKind kind) {
-  const Dims in = dims(v);
+Dims Builder::reduce_result_dims(const Dims& in, const Dims& reduce_dims) {
   Dims out;
   for (size_t i = 0; i < in.size(); ++i) {
     if (std::find(reduce_dims.begin(), reduce_dims.end(), static_cast<int64_t>(i)) == reduce_dims.end()) {
       out.push_back(in[i]);
     }
   }
+  return out;
+}
+
+Value Builder::emit_reduce(Value v, Value init, const Dims& reduce_dims, ReduceKind kind) {
   const std::string body = reducer(dtype(v), kind);
-  return emit("stablehlo.reduce", {v, init}, TensorType{dtype(v), out},
+  return emit("stablehlo.reduce", {v, init}, TensorType{dtype(v), reduce_result_dims(dims(v), reduce_dims)},
               "dimensions = " + i64_array(reduce_dims), body);
 }
 

@@ -121,6 +121,8 @@ class Builder {
   // Emitted as one reduce or, for long trailing runs of reduced dimensions, in two stages of the
   // same result (hlo/reduce_plan.h).
   Value reduce(Value v, Value init, const Dims& dims, ReduceKind kind);
+  // The shape of a reduction's result: `in` without `reduce_dims`.
+  static Dims reduce_result_dims(const Dims& in, const Dims& reduce_dims);
   // Variadic reduce: `values` (same shape) reduced together with `inits`; `body` receives the
   // accumulators then the elements (rank-0) and returns the new accumulators.
   using RegionBody = std::function<std::vector<Value>(const std::vector<Value>&)>;

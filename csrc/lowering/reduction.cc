@@ -2,7 +2,6 @@
 // value+index reductions), scans (cumsum, cumprod, cummax, cummin) and softmax. Inputs arrive
 // in the accumulation dtype the aten layer chose; results are cast to attrs.out_dtype where
 // given.
-#include <algorithm>
 #include <cmath>
 #include <string>
 #include <limits>
@@ -94,11 +93,8 @@ Value host_extreme(Builder& b, Value x, const Dims& dims, bool want_max) {
     config += "dim" + std::to_string(i) + " = " + std::to_string(dims[i]) + " : i64, ";
   }
   config += "max = " + std::string(want_max ? "1" : "0") + " : i64}";
-  Dims out;
-  for (int64_t d = 0; d < static_cast<int64_t>(b.dims(x).size()); ++d) {
-    if (std::find(dims.begin(), dims.end(), d) == dims.end()) out.push_back(b.dims(x)[d]);
-  }
-  return b.emit_multi("stablehlo.custom_call", {x}, {TensorType{b.dtype(x), out}}, config)[0];
+  const TensorType result{b.dtype(x), Builder::reduce_result_dims(b.dims(x), dims)};
+  return b.emit_multi("stablehlo.custom_call", {x}, {result}, config)[0];
 }
 
 Args simple(Context& ctx, const Args& in, ReduceKind kind) {

@@ -18,6 +18,7 @@
 #include "device/current_device.h"
 #include "exec/execution_mode.h"
 #include "runtime/runtime.h"
+#include "runtime/transfers.h"
 
 namespace tpu::aten {
 namespace {
@@ -33,7 +34,7 @@ std::string cpu_message(const std::optional<c10::string_view>& msg) {
 
 bool read_verdict(const pjrt::Buffer& buffer) {
   uint8_t ok = 0;  // a bool (PRED) scalar is one byte
-  buffer.to_host(&ok, 1);
+  runtime::read(buffer, &ok, 1);
   return ok != 0;
 }
 

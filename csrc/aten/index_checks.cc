@@ -11,6 +11,7 @@
 #include "common/env_flag.h"
 #include "exec/execution_mode.h"
 #include "runtime/runtime.h"
+#include "runtime/transfers.h"
 
 namespace tpu::aten {
 namespace {
@@ -24,7 +25,7 @@ bool env_check_indices() {
 
 bool read_verdict(const pjrt::Buffer& buffer) {
   uint8_t ok = 0;  // a bool (PRED) scalar is one byte
-  buffer.to_host(&ok, 1);
+  runtime::read(buffer, &ok, 1);
   return ok != 0;
 }
 

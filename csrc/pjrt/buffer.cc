@@ -105,6 +105,31 @@ std::unique_ptr<Event> Buffer::ready_event() const {
   return std::make_unique<Event>(api_, args.event);
 }
 
+const void* Buffer::unsafe_pointer() const {
+  PJRT_Buffer_UnsafePointer_Args args{};
+  args.struct_size = PJRT_Buffer_UnsafePointer_Args_STRUCT_SIZE;
+  args.buffer = raw();
+  check(api_, api_->PJRT_Buffer_UnsafePointer(&args), "PJRT_Buffer_UnsafePointer");
+  return reinterpret_cast<const void*>(args.buffer_pointer);
+}
+
+bool Buffer::dense_row_major() const {
+  if (api_->PJRT_Buffer_GetMemoryLayout == nullptr) return false;
+  PJRT_Buffer_GetMemoryLayout_Args args{};
+  args.struct_size = PJRT_Buffer_GetMemoryLayout_Args_STRUCT_SIZE;
+  args.buffer = raw();
+  if (PJRT_Error* err = api_->PJRT_Buffer_GetMemoryLayout(&args)) {
+    consume_error(api_, err);
+    return false;
+  }
+  if (args.layout.type != PJRT_Buffer_MemoryLayout_Type_Tiled || args.layout.tiled.num_tiles != 0) return false;
+  const size_t rank = args.layout.tiled.minor_to_major_size;
+  for (size_t i = 0; i < rank; ++i) {
+    if (args.layout.tiled.minor_to_major[i] != static_cast<int64_t>(rank - 1 - i)) return false;
+  }
+  return true;
+}
+
 bool Buffer::is_deleted() const {
   PJRT_Buffer_IsDeleted_Args args{};
   args.struct_size = PJRT_Buffer_IsDeleted_Args_STRUCT_SIZE;

@@ -57,6 +57,12 @@ class Buffer {
   std::unique_ptr<Buffer> copy_to_device(PJRT_Device* device) const;
   // Fires when the buffer's contents are computed (or carries the error that prevented it).
   std::unique_ptr<Event> ready_event() const;
+  // The address of the buffer's memory (PJRT_Buffer_UnsafePointer): host memory on the XLA CPU
+  // plugin, where it may be read directly once ready_event() has fired.
+  const void* unsafe_pointer() const;
+  // True when the plugin reports the data dense and row-major (descending minor-to-major, no
+  // tiles); false when it stores it otherwise or cannot say.
+  bool dense_row_major() const;
   bool is_deleted() const;
   // Releases the device memory now; later reads fail with a PjrtError.
   void release_memory();

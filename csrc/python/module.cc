@@ -26,6 +26,7 @@
 #include "python/distributed.h"
 #include "runtime/launch_queue.h"
 #include "runtime/runtime.h"
+#include "runtime/transfers.h"
 
 namespace py = pybind11;
 
@@ -95,6 +96,9 @@ py::dict cache_stats() {
   d["entries"] = c.entries;
   d["executions"] = e.executions;
   d["donated_buffers"] = e.donated_buffers;
+  const runtime::ReadStats reads = runtime::read_stats();
+  d["host_reads"] = reads.reads;
+  d["host_reads_in_place"] = reads.in_place;
   d["disk_loads"] = c.disk_loads;
   d["disk_load_seconds"] = c.disk_load_seconds;
   d["disk_writes"] = c.disk.writes;

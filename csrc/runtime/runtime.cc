@@ -159,6 +159,7 @@ Runtime& Runtime::get() {
     for (size_t i = 0; i < rt->client_->devices().size(); ++i) {
       rt->trackers_.push_back(std::make_unique<WorkTracker>(static_cast<int>(i)));
     }
+    rt->device_memory_is_host_ = kind == PluginKind::kXlaCpu;
     if (kind == PluginKind::kXlaCpu) {
       try {
         rt->host_kernels_ = host_kernels::register_all(plugin->api(), "Host");

@@ -54,6 +54,9 @@ class Runtime {
   const std::string& identity() const { return identity_; }
   // The host kernels (host_kernels/registry.h) registered with the plugin: the CPU plugin's.
   const std::vector<std::string>& host_kernels() const { return host_kernels_; }
+  // True when device buffers live in this process's memory (the XLA CPU plugin): a ready
+  // buffer can be read in place (runtime/transfers.h).
+  bool device_memory_is_host() const { return device_memory_is_host_; }
   bool has_host_kernel(const char* name) const {
     for (const std::string& k : host_kernels_) if (k == name) return true;
     return false;
@@ -65,6 +68,7 @@ class Runtime {
   std::vector<std::unique_ptr<WorkTracker>> trackers_;
   std::string identity_;
   std::vector<std::string> host_kernels_;
+  bool device_memory_is_host_ = false;
 };
 
 // Validates a device index against the runtime, with a message naming the valid range.

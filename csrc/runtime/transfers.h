@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "common/element_type.h"
@@ -38,6 +39,18 @@ struct AdoptedUpload {
 };
 AdoptedUpload upload_adopting(const pjrt::Client& client, const void* data, ElementType dtype,
                               const hlo::Dims& dims, int device);
+
+// Waits for `buffer` and copies it (`nbytes`, its dense size) into `dst`. Where device memory is
+// host memory (the XLA CPU plugin) a ready buffer is copied in place on this thread; elsewhere
+// PJRT's device-to-host transfer runs. Throws std::runtime_error with the producer's error.
+void read(const pjrt::Buffer& buffer, void* dst, size_t nbytes);
+
+// Blocking reads so far, and those copied in place.
+struct ReadStats {
+  int64_t reads = 0;
+  int64_t in_place = 0;
+};
+ReadStats read_stats();
 
 // Waits for `buffer` and copies its first `nbytes` into `dst`. A device error is thrown as
 // std::runtime_error naming `writer` (the op that produced the buffer). A blocking read is a

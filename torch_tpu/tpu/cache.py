@@ -20,7 +20,10 @@ def compilation_cache_stats():
     ``fused_patterns_strict`` (those found faster op by op, which then run in Strict mode) and
     ``fused_ops_run_strictly`` (Fused-mode ops it ran strictly, trials included); ``donated_buffers`` (input
     buffers that programs - per-op, fused graphs, compiled graphs, collectives - took over for
-    their outputs, including one the program before is still writing).
+    their outputs, including one the program before is still writing); ``host_reads`` (blocking
+    device-to-host reads: ``.item()``, ``.cpu()``, device checks) and ``host_reads_in_place``
+    (those copied straight from the buffer's memory, where device memory is host memory: the
+    XLA CPU plugin).
     """
     return dict(_C._compilation_cache_stats())
 

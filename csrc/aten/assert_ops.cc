@@ -32,21 +32,15 @@ std::string cpu_message(const std::optional<c10::string_view>& msg) {
   return msg->empty() ? std::string("Assertion is failed") : std::string(msg->data(), msg->size());
 }
 
-bool read_verdict(const pjrt::Buffer& buffer) {
-  uint8_t ok = 0;  // a bool (PRED) scalar is one byte
-  runtime::read(buffer, &ok, 1);
-  return ok != 0;
-}
-
 // A check reading `verdict` (a bool scalar tpu tensor nothing else writes).
 runtime::DeferredChecks::Check check_of(at::Tensor verdict, std::string message) {
   if (exec::eager_mode() != exec::EagerMode::kFused) {
     // Strict: hold the (immutable) buffer itself, so no tensor outlives the call.
     std::shared_ptr<pjrt::Buffer> buffer = storage(verdict).current_contents().buffer;
-    return {[buffer] { return read_verdict(*buffer); }, std::move(message)};
+    return {[buffer] { return runtime::read_flag(*buffer); }, std::move(message)};
   }
   // Fused: the verdict is pending in the deferred graph; reading it flushes the graph.
-  return {[verdict] { return read_verdict(*storage(verdict).contents().buffer); }, std::move(message)};
+  return {[verdict] { return runtime::read_flag(*storage(verdict).contents().buffer); }, std::move(message)};
 }
 
 void assert_async(const at::Tensor& self, const std::optional<c10::string_view>& msg) {
@@ -70,7 +64,7 @@ void assert_async(const at::Tensor& self, const std::optional<c10::string_view>&
   runtime::WorkTracker& tracker = runtime::Runtime::get().tracker(tpu_index(self));
   if (mode == exec::EagerMode::kDebug) {
     // The op has finished (Debug waits for each op): raise here, with the CPU's message.
-    TORCH_CHECK(read_verdict(*storage(verdict).contents().buffer), cpu_message(msg));
+    TORCH_CHECK(runtime::read_flag(*storage(verdict).contents().buffer), cpu_message(msg));
     return;
   }
   tracker.checks().add(check_of(

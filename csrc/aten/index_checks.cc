@@ -23,12 +23,6 @@ bool env_check_indices() {
   return on;
 }
 
-bool read_verdict(const pjrt::Buffer& buffer) {
-  uint8_t ok = 0;  // a bool (PRED) scalar is one byte
-  runtime::read(buffer, &ok, 1);
-  return ok != 0;
-}
-
 // The CPU's wording, plus the op and the bounds (the device verdict does not say which index).
 std::string message_of(const char* op, IndexErrorKind kind, const std::vector<IndexBound>& bounds) {
   std::ostringstream s;
@@ -76,17 +70,17 @@ void check_index_bounds(const char* op, IndexErrorKind kind, const std::vector<I
   const std::string message = message_of(op, kind, bounds);
   const exec::EagerMode mode = exec::eager_mode();
   if (mode == exec::EagerMode::kDebug) {
-    if (read_verdict(*storage(verdict).contents().buffer)) return;
+    if (runtime::read_flag(*storage(verdict).contents().buffer)) return;
     if (kind == IndexErrorKind::kIndexError) TORCH_CHECK_INDEX(false, message);
     TORCH_CHECK(false, message);
   }
   runtime::DeferredChecks::Check check;
   if (mode == exec::EagerMode::kFused) {
     // The verdict is pending in the deferred graph; reading it flushes the graph.
-    check.passed = [verdict] { return read_verdict(*storage(verdict).contents().buffer); };
+    check.passed = [verdict] { return runtime::read_flag(*storage(verdict).contents().buffer); };
   } else {
     std::shared_ptr<pjrt::Buffer> buffer = storage(verdict).current_contents().buffer;
-    check.passed = [buffer] { return read_verdict(*buffer); };
+    check.passed = [buffer] { return runtime::read_flag(*buffer); };
   }
   check.message = message +
                   " [torch_tpu: device-side index check (TORCH_TPU_CHECK_INDICES=1), reported at the next "

@@ -68,6 +68,12 @@ void read(const pjrt::Buffer& buffer, void* dst, size_t nbytes) {
   buffer.to_host(dst, nbytes);
 }
 
+bool read_flag(const pjrt::Buffer& buffer) {
+  uint8_t value = 0;  // a PRED scalar is one byte
+  read(buffer, &value, 1);
+  return value != 0;
+}
+
 ReadStats read_stats() { return {g_reads.load(), g_reads_in_place.load()}; }
 
 void download(const pjrt::Buffer& buffer, void* dst, size_t nbytes, const char* writer,

@@ -45,6 +45,9 @@ AdoptedUpload upload_adopting(const pjrt::Client& client, const void* data, Elem
 // PJRT's device-to-host transfer runs. Throws std::runtime_error with the producer's error.
 void read(const pjrt::Buffer& buffer, void* dst, size_t nbytes);
 
+// The value of a bool (PRED) scalar buffer, read as above (a device check's verdict).
+bool read_flag(const pjrt::Buffer& buffer);
+
 // Blocking reads so far, and those copied in place.
 struct ReadStats {
   int64_t reads = 0;

@@ -1,18 +1,17 @@
 #include "host_aten/conv_kernel.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/InferenceMode.h>
 
 #include <array>
 #include <atomic>
 #include <cstdlib>
-#include <exception>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "host_aten/buffer_tensors.h"
+#include "host_aten/kernel_call.h"
 #include "host_kernels/ffi_call_frame.h"
 #include "host_kernels/registry.h"
 
@@ -53,14 +52,23 @@ Params params_of(const HostCall& call) {
   return p;
 }
 
+// Both split the batch over for_blocks (kernel_call.h): the images are independent, and the
+// weight's and bias's gradients are sums of the blocks' own.
 void forward(const HostCall& call, const Params& p) {
   if (call.num_args() != (p.bias ? 3 : 2) || call.num_results() != 1) {
     throw std::invalid_argument("forward takes x, w (and bias) and gives one result");
   }
   std::optional<at::Tensor> bias;
   if (p.bias) bias = tensor_of(call.arg(2));
-  write_result(call, 0, at::convolution(tensor_of(call.arg(0)), tensor_of(call.arg(1)), bias, p.stride, p.padding,
-                                        p.dilation, p.transposed, p.output_padding, p.groups));
+  const at::Tensor x = tensor_of(call.arg(0)), w = tensor_of(call.arg(1)), y = tensor_of(call.result(0));
+  for_blocks(x.size(0), [&](int64_t, int64_t begin, int64_t end) {
+    const at::Tensor part = at::convolution(x.narrow(0, begin, end - begin), w, bias, p.stride, p.padding, p.dilation,
+                                            p.transposed, p.output_padding, p.groups);
+    if (!part.sizes().equals(y.narrow(0, begin, end - begin).sizes())) {
+      throw std::invalid_argument("the result has an unexpected shape");
+    }
+    y.narrow(0, begin, end - begin).copy_(part);
+  });
 }
 
 void backward(const HostCall& call, const Params& p) {
@@ -69,33 +77,40 @@ void backward(const HostCall& call, const Params& p) {
   if (call.num_args() != 3 || call.num_results() != count) {
     throw std::invalid_argument("backward takes grad_y, x, w and gives the masked gradients");
   }
-  const at::Tensor grad = tensor_of(call.arg(0));
+  const at::Tensor grad = tensor_of(call.arg(0)), x = tensor_of(call.arg(1)), w = tensor_of(call.arg(2));
   const std::vector<int64_t> bias_sizes = {grad.size(1)};
-  auto grads = at::convolution_backward(grad, tensor_of(call.arg(1)), tensor_of(call.arg(2)), bias_sizes, p.stride,
-                                        p.padding, p.dilation, p.transposed, p.output_padding, p.groups, mask);
-  const at::Tensor all[3] = {std::get<0>(grads), std::get<1>(grads), std::get<2>(grads)};
-  int64_t next = 0;
-  for (int i = 0; i < 3; ++i) {
-    if (mask[i]) write_result(call, next++, all[i]);
+  const int64_t n = x.size(0);
+  at::Tensor grad_x;
+  if (mask[0]) grad_x = tensor_of(call.result(0));
+  std::vector<at::Tensor> grad_w(blocks(n)), grad_b(blocks(n));  // per block, summed below
+  for_blocks(n, [&](int64_t block, int64_t begin, int64_t end) {
+    auto g = at::convolution_backward(grad.narrow(0, begin, end - begin), x.narrow(0, begin, end - begin), w,
+                                      bias_sizes, p.stride, p.padding, p.dilation, p.transposed, p.output_padding,
+                                      p.groups, mask);
+    if (mask[0]) grad_x.narrow(0, begin, end - begin).copy_(std::get<0>(g));
+    grad_w[block] = std::get<1>(g);
+    grad_b[block] = std::get<2>(g);
+  });
+  auto total = [](const std::vector<at::Tensor>& parts) {
+    at::Tensor sum = parts[0];
+    for (size_t i = 1; i < parts.size(); ++i) sum = sum + parts[i];
+    return sum;
+  };
+  int64_t next = mask[0] ? 1 : 0;
+  if (mask[1]) write_result(call, next++, total(grad_w));
+  if (mask[2]) write_result(call, next++, total(grad_b));
+}
+
+void run(const HostCall& call) {
+  const Params p = params_of(call);
+  if (p.mask == 0) {
+    forward(call, p);
+  } else {
+    backward(call, p);
   }
 }
 
-host_kernels::ffi_abi::Error* handle(host_kernels::ffi_abi::CallFrame* frame) {
-  HostCall call(frame);
-  if (call.answered_metadata() || !call.executing()) return nullptr;
-  try {
-    c10::InferenceMode no_autograd;
-    const Params p = params_of(call);
-    if (p.mask == 0) {
-      forward(call, p);
-    } else {
-      backward(call, p);
-    }
-  } catch (const std::exception& e) {
-    return call.fail(std::string(kConv) + ": " + e.what());
-  }
-  return nullptr;
-}
+host_kernels::ffi_abi::Error* handle(host_kernels::ffi_abi::CallFrame* frame) { return run_kernel(frame, kConv, &run); }
 
 void* handler() { return reinterpret_cast<void*>(&handle); }
 

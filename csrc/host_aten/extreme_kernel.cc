@@ -1,14 +1,13 @@
 #include "host_aten/extreme_kernel.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/InferenceMode.h>
 
-#include <exception>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "host_aten/buffer_tensors.h"
+#include "host_aten/kernel_call.h"
 #include "host_kernels/ffi_call_frame.h"
 #include "host_kernels/registry.h"
 
@@ -28,17 +27,7 @@ void run(const HostCall& call) {
   write_result(call, 0, want_max ? at::amax(x, dims) : at::amin(x, dims));
 }
 
-host_kernels::ffi_abi::Error* handle(host_kernels::ffi_abi::CallFrame* frame) {
-  HostCall call(frame);
-  if (call.answered_metadata() || !call.executing()) return nullptr;
-  try {
-    c10::InferenceMode no_autograd;
-    run(call);
-  } catch (const std::exception& e) {
-    return call.fail(std::string(kExtreme) + ": " + e.what());
-  }
-  return nullptr;
-}
+host_kernels::ffi_abi::Error* handle(host_kernels::ffi_abi::CallFrame* frame) { return run_kernel(frame, kExtreme, &run); }
 
 void* handler() { return reinterpret_cast<void*>(&handle); }
 

@@ -14,10 +14,23 @@ at::Tensor tensor_of(const host_kernels::ffi_abi::Buffer& b) {
   return at::from_blob(b.data, at::IntArrayRef(b.dims, static_cast<size_t>(b.rank)), at::TensorOptions().dtype(t));
 }
 
-void write_result(const host_kernels::HostCall& call, int64_t index, const at::Tensor& value) {
-  at::Tensor out = tensor_of(call.result(index));
+namespace {
+void write_into(at::Tensor out, const at::Tensor& value) {
   if (!out.sizes().equals(value.sizes())) throw std::invalid_argument("a result has an unexpected shape");
   out.copy_(value);
+}
+}  // namespace
+
+void write_result(const host_kernels::HostCall& call, int64_t index, const at::Tensor& value) {
+  write_into(tensor_of(call.result(index)), value);
+}
+
+void write_result_rows(const host_kernels::HostCall& call, int64_t index, int64_t begin, const at::Tensor& value) {
+  const at::Tensor out = tensor_of(call.result(index));
+  if (value.dim() == 0 || out.dim() == 0 || begin + value.size(0) > out.size(0)) {
+    throw std::invalid_argument("a result block is outside the result");
+  }
+  write_into(out.narrow(0, begin, value.size(0)), value);
 }
 
 }  // namespace tpu::host_aten

@@ -13,5 +13,7 @@ at::Tensor tensor_of(const host_kernels::ffi_abi::Buffer& b);
 
 // Copies `value` into result `index` of `call`, which must have its shape.
 void write_result(const host_kernels::HostCall& call, int64_t index, const at::Tensor& value);
+// The same for rows [begin, begin + value.size(0)) of result `index` (a block of its first dim).
+void write_result_rows(const host_kernels::HostCall& call, int64_t index, int64_t begin, const at::Tensor& value);
 
 }  // namespace tpu::host_aten

@@ -60,14 +60,11 @@ void forward(const HostCall& call, const Params& p) {
   }
   std::optional<at::Tensor> bias;
   if (p.bias) bias = tensor_of(call.arg(2));
-  const at::Tensor x = tensor_of(call.arg(0)), w = tensor_of(call.arg(1)), y = tensor_of(call.result(0));
+  const at::Tensor x = tensor_of(call.arg(0)), w = tensor_of(call.arg(1));
   for_blocks(x.size(0), [&](int64_t, int64_t begin, int64_t end) {
-    const at::Tensor part = at::convolution(x.narrow(0, begin, end - begin), w, bias, p.stride, p.padding, p.dilation,
-                                            p.transposed, p.output_padding, p.groups);
-    if (!part.sizes().equals(y.narrow(0, begin, end - begin).sizes())) {
-      throw std::invalid_argument("the result has an unexpected shape");
-    }
-    y.narrow(0, begin, end - begin).copy_(part);
+    write_result_rows(call, 0, begin,
+                      at::convolution(x.narrow(0, begin, end - begin), w, bias, p.stride, p.padding, p.dilation,
+                                      p.transposed, p.output_padding, p.groups));
   });
 }
 
@@ -80,14 +77,12 @@ void backward(const HostCall& call, const Params& p) {
   const at::Tensor grad = tensor_of(call.arg(0)), x = tensor_of(call.arg(1)), w = tensor_of(call.arg(2));
   const std::vector<int64_t> bias_sizes = {grad.size(1)};
   const int64_t n = x.size(0);
-  at::Tensor grad_x;
-  if (mask[0]) grad_x = tensor_of(call.result(0));
   std::vector<at::Tensor> grad_w(blocks(n)), grad_b(blocks(n));  // per block, summed below
   for_blocks(n, [&](int64_t block, int64_t begin, int64_t end) {
     auto g = at::convolution_backward(grad.narrow(0, begin, end - begin), x.narrow(0, begin, end - begin), w,
                                       bias_sizes, p.stride, p.padding, p.dilation, p.transposed, p.output_padding,
                                       p.groups, mask);
-    if (mask[0]) grad_x.narrow(0, begin, end - begin).copy_(std::get<0>(g));
+    if (mask[0]) write_result_rows(call, 0, begin, std::get<0>(g));
     grad_w[block] = std::get<1>(g);
     grad_b[block] = std::get<2>(g);
   });

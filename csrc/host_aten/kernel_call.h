@@ -4,9 +4,9 @@
 // the program). Left alone, ATen's CPU kernels (MKL's GEMM, oneDNN, ATen's parallel loops) give that
 // thread an OpenMP team of its own; with a second team the process has more OpenMP threads than
 // cores, and libgomp then stops spinning between parallel regions in every team, the Python
-// thread's included: a 64x128x128 CPU matmul took 130 us instead of 25 for the rest of the process
-// once one program had run a host convolution. So the kernels run ATen serially and spread large
-// work over host_kernels/parallel_for.h's pool (one block per core) themselves.
+// thread's included: a 64x128x128 CPU matmul took 84-97 us instead of 16-26 for the rest of the
+// process once one program had run a host convolution or a large amax. So the kernels run ATen
+// serially and spread large work over host_kernels/parallel_for.h's pool (one block per core).
 #pragma once
 
 #include <cstdint>

@@ -90,6 +90,25 @@ def test_forward_and_gradients_equal_the_cpu(case, dtype, no_fallback):
 
 
 @pytest.mark.parametrize("eager", [EagerMode.STRICT, EagerMode.FUSED])
+def test_the_blocks_run_on_xlas_intra_op_pool(eager, no_fallback):
+    # The kernel's batch blocks go to the plugin's own intra-op pool (kernel_call.h, for_blocks):
+    # its workers, idle between the program's fusions, take them instead of spinning beside a second
+    # pool's threads. A batch of 7 images is one block per core; the results stay the CPU's.
+    if os.cpu_count() < 2:
+        pytest.skip("one core: the kernel runs a single block on the calling thread")
+    x, w, b = _tensors("conv2d batch 7 stride", torch.float32)
+    before = torch_tpu._C._host_kernel_block_counts()
+    with mode(eager):
+        got = _forward_and_grads("conv2d batch 7 stride", x.to("tpu"), w.to("tpu"), b.to("tpu"))
+        torch.tpu.synchronize()
+    after = torch_tpu._C._host_kernel_block_counts()
+    assert after["xla_pool"] - before["xla_pool"] >= 2 * min(7, os.cpu_count()), (before, after)
+    assert after["own_pool"] == before["own_pool"], (before, after)
+    for g, ref in zip(got, _forward_and_grads("conv2d batch 7 stride", x, w, b)):
+        assert_close(g, ref)
+
+
+@pytest.mark.parametrize("eager", [EagerMode.STRICT, EagerMode.FUSED])
 def test_a_convolution_and_its_backward_are_one_program_each(eager, no_fallback):
     x, w, b = (t.to("tpu") for t in _tensors("conv2d", torch.float32))
     grad = torch.ones(2, 5, 9, 8, device="tpu")

@@ -4,7 +4,10 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -20,6 +23,49 @@ int MKL_Set_Num_Threads_Local(int) __attribute__((weak));  // mkl_set_num_thread
 }
 
 namespace tpu::host_aten {
+namespace {
+
+thread_local const host_kernels::HostCall* t_call = nullptr;  // the kernel call running on this thread
+
+// One for_blocks job, shared by the calling thread and the tasks it scheduled:
+// whoever runs takes the next block, so the caller never waits for a task that has not started (XLA
+// may run scheduled tasks one after another, or late); a task that starts after the last block was
+// taken only drops its reference.
+struct BlockJob {
+  const std::function<void(int64_t, int64_t, int64_t)>* fn = nullptr;
+  int64_t n = 0, count = 0;
+  std::atomic<int64_t> next{0};
+  std::mutex mu;
+  std::condition_variable all_done;
+  int64_t done = 0;
+  std::exception_ptr failed;
+
+  void work() {
+    for (int64_t b = next.fetch_add(1); b < count; b = next.fetch_add(1)) {
+      std::exception_ptr error;
+      try {
+        SerialAten serial;
+        c10::InferenceMode no_autograd;
+        (*fn)(b, n * b / count, n * (b + 1) / count);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> g(mu);
+      if (error && !failed) failed = error;
+      if (++done == count) all_done.notify_all();
+    }
+  }
+};
+
+void run_job(void* data) {
+  auto* ref = static_cast<std::shared_ptr<BlockJob>*>(data);
+  (*ref)->work();
+  delete ref;
+}
+
+std::atomic<uint64_t> blocks_on_xla_pool{0}, blocks_on_own_pool{0};
+
+}  // namespace
 
 SerialAten::SerialAten() {
   // ATen sets a thread's OpenMP and MKL thread counts on its first parallel work there;
@@ -41,13 +87,17 @@ host_kernels::ffi_abi::Error* run_kernel(host_kernels::ffi_abi::CallFrame* frame
                                          void (*body)(const host_kernels::HostCall&)) {
   host_kernels::HostCall call(frame);
   if (call.answered_metadata() || !call.executing()) return nullptr;
+  const host_kernels::HostCall* outer = t_call;
+  t_call = &call;
   try {
     SerialAten serial;
     c10::InferenceMode no_autograd;
     body(call);
   } catch (const std::exception& e) {
+    t_call = outer;
     return call.fail(std::string(kernel) + ": " + e.what());
   }
+  t_call = outer;
   return nullptr;
 }
 
@@ -58,19 +108,35 @@ int64_t blocks(int64_t n) {
 
 void for_blocks(int64_t n, const std::function<void(int64_t, int64_t, int64_t)>& fn) {
   const int64_t count = blocks(n);
-  std::mutex mu;
-  std::exception_ptr failed;
-  host_kernels::parallel_for(count, [&](int64_t block) {
-    try {
-      SerialAten serial;
-      c10::InferenceMode no_autograd;  // the pool's threads have their own modes
-      fn(block, n * block / count, n * (block + 1) / count);
-    } catch (...) {
-      std::lock_guard<std::mutex> g(mu);
-      if (!failed) failed = std::current_exception();
+  auto job = std::make_shared<BlockJob>();
+  job->fn = &fn;
+  job->n = n;
+  job->count = count;
+  // On XLA's own intra-op pool where the plugin offers it to this call: its workers, idle between
+  // the program's fusions, take the blocks instead of stealing and spinning beside our pool's
+  // threads on the same cores (compiled steps 1.06-1.2x faster: cnn/medium, unet/medium and
+  // diffusers_unet/medium, in-process A/B).
+  if (count > 1 && t_call != nullptr && t_call->xla_pool_threads() > 0) {
+    blocks_on_xla_pool.fetch_add(static_cast<uint64_t>(count), std::memory_order_relaxed);
+    for (int64_t i = 1; i < count; ++i) {
+      auto* ref = new std::shared_ptr<BlockJob>(job);
+      if (!t_call->schedule_on_xla_pool(&run_job, ref)) {
+        delete ref;
+        break;
+      }
     }
-  });
-  if (failed) std::rethrow_exception(failed);
+    job->work();
+  } else {
+    blocks_on_own_pool.fetch_add(static_cast<uint64_t>(count), std::memory_order_relaxed);
+    host_kernels::parallel_for(count, [&](int64_t) { job->work(); });
+  }
+  std::unique_lock<std::mutex> g(job->mu);
+  job->all_done.wait(g, [&] { return job->done == job->count; });
+  if (job->failed) std::rethrow_exception(job->failed);
+}
+
+BlockCounts block_counts() {
+  return {blocks_on_xla_pool.load(std::memory_order_relaxed), blocks_on_own_pool.load(std::memory_order_relaxed)};
 }
 
 }  // namespace tpu::host_aten

@@ -22,10 +22,18 @@ host_kernels::ffi_abi::Error* run_kernel(host_kernels::ffi_abi::CallFrame* frame
                                          void (*body)(const host_kernels::HostCall&));
 
 // Calls fn(block, begin, end) for blocks covering [0, n) - at most one per core, `blocks()` of
-// them - on the pool and the calling thread, each with autograd off and ATen serial; rethrows the
-// first block's exception here.
+// them - on the calling thread and XLA's intra-op pool (inside a kernel call whose plugin offers it,
+// host_kernels::HostCall::schedule_on_xla_pool), else host_kernels/parallel_for.h's pool, each with
+// autograd off and ATen serial; rethrows the first block's exception here.
 int64_t blocks(int64_t n);
 void for_blocks(int64_t n, const std::function<void(int64_t block, int64_t begin, int64_t end)>& fn);
+
+// Blocks run so far through XLA's pool and through our own (tests, profiling).
+struct BlockCounts {
+  uint64_t xla_pool = 0;
+  uint64_t own_pool = 0;
+};
+BlockCounts block_counts();
 
 // While alive, ATen's CPU kernels on this thread run on it alone (OpenMP and MKL at one thread);
 // the thread's settings come back after.

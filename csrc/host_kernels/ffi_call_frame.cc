@@ -1,5 +1,6 @@
 #include "host_kernels/ffi_call_frame.h"
 
+#include <cstddef>
 #include <cstring>
 
 namespace tpu::host_kernels {
@@ -56,6 +57,27 @@ int64_t element_count(const Buffer& b) {
   int64_t n = 1;
   for (int64_t i = 0; i < b.rank; ++i) n *= b.dims[i];
   return n;
+}
+
+namespace {
+bool has_pool_api(const Api* api) {
+  return api != nullptr && api->struct_size >= offsetof(Api, thread_pool_num_threads) + sizeof(void*) &&
+         api->thread_pool_schedule != nullptr && api->thread_pool_num_threads != nullptr;
+}
+}  // namespace
+
+int64_t HostCall::xla_pool_threads() const {
+  if (!has_pool_api(frame_->api)) return 0;
+  int64_t threads = 0;
+  ThreadPoolNumThreadsArgs args{sizeof(ThreadPoolNumThreadsArgs), nullptr, frame_->ctx, &threads};
+  if (frame_->api->thread_pool_num_threads(&args) != nullptr) return 0;  // no pool (the error is dropped)
+  return threads;
+}
+
+bool HostCall::schedule_on_xla_pool(Task task, void* data) const {
+  if (!has_pool_api(frame_->api)) return false;
+  ThreadPoolScheduleArgs args{sizeof(ThreadPoolScheduleArgs), nullptr, frame_->ctx, task, data};
+  return frame_->api->thread_pool_schedule(&args) == nullptr;
 }
 
 }  // namespace tpu::host_kernels

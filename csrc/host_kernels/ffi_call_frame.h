@@ -52,12 +52,33 @@ struct ErrorCreateArgs {
 };
 using ErrorCreate = Error* (*)(ErrorCreateArgs*);
 
+// Tasks on the XLA runtime's intra-op thread pool (XLA_FFI_ThreadPool_*): ctx is the call frame's.
+using Task = void (*)(void* data);
+struct ThreadPoolScheduleArgs {
+  size_t struct_size;
+  ExtensionBase* extension_start;
+  void* ctx;
+  Task task;
+  void* data;
+};
+struct ThreadPoolNumThreadsArgs {
+  size_t struct_size;
+  ExtensionBase* extension_start;
+  void* ctx;
+  int64_t* num_threads;  // out
+};
+using ThreadPoolSchedule = Error* (*)(ThreadPoolScheduleArgs*);
+using ThreadPoolNumThreads = Error* (*)(ThreadPoolNumThreadsArgs*);
+
 struct Api {
   size_t struct_size;
   ExtensionBase* extension_start;
   ApiVersion api_version;
   void* internal_api;
-  ErrorCreate error_create;  // the table goes on; nothing past this is used
+  ErrorCreate error_create;
+  void* unused[10];  // error_get_message .. device_memory_free
+  ThreadPoolSchedule thread_pool_schedule;
+  ThreadPoolNumThreads thread_pool_num_threads;  // the table goes on; nothing past this is used
 };
 
 enum DataType : int32_t { kS32 = 4, kS64 = 5, kF16 = 10, kF32 = 11, kF64 = 12, kC64 = 15, kBF16 = 16, kC128 = 18 };
@@ -137,6 +158,12 @@ class HostCall {
 
   // An FFI error with `message` (nullptr when the frame carries no API to create one).
   ffi_abi::Error* fail(const std::string& message) const;
+
+  // The threads of the XLA runtime's intra-op pool (0: the plugin offers none to this call), and
+  // schedules task(data) there (false: not scheduled). XLA runs such tasks when a worker is free,
+  // maybe one after another: a caller never waits for a task that has not started.
+  int64_t xla_pool_threads() const;
+  bool schedule_on_xla_pool(ffi_abi::Task task, void* data) const;
 
  private:
   ffi_abi::CallFrame* frame_;

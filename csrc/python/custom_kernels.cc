@@ -11,6 +11,7 @@
 #include "aten/tensor_access.h"
 #include "distributed/device_backend.h"
 #include "host_aten/conv_kernel.h"
+#include "host_aten/kernel_call.h"
 #include "lowering/custom_kernel.h"
 #include "runtime/runtime.h"
 
@@ -107,6 +108,14 @@ void bind_custom_kernels(py::module_& m) {
     const double old = host_aten::host_conv_min_macs();
     host_aten::set_host_conv_min_macs(macs);
     return old;
+  });
+  // Tests: how many host_aten kernel blocks ran on XLA's intra-op pool and on our own.
+  m.def("_host_kernel_block_counts", [] {
+    const host_aten::BlockCounts c = host_aten::block_counts();
+    py::dict d;
+    d["xla_pool"] = c.xla_pool;
+    d["own_pool"] = c.own_pool;
+    return d;
   });
   m.def("_run_custom_kernel",
         [](const std::string& symbol, const std::vector<at::Tensor>& inputs,

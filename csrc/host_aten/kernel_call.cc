@@ -27,10 +27,10 @@ namespace {
 
 thread_local const host_kernels::HostCall* t_call = nullptr;  // the kernel call running on this thread
 
-// One for_blocks job, shared by the calling thread and the tasks it scheduled:
-// whoever runs takes the next block, so the caller never waits for a task that has not started (XLA
-// may run scheduled tasks one after another, or late); a task that starts after the last block was
-// taken only drops its reference.
+// One for_blocks job, shared by the calling thread and the pool's tasks: whoever runs takes the next
+// block, so the caller never waits for a task that has not started (XLA may run scheduled tasks one
+// after another, or late); a task that starts after the last block was taken only drops its
+// reference.
 struct BlockJob {
   const std::function<void(int64_t, int64_t, int64_t)>* fn = nullptr;
   int64_t n = 0, count = 0;
@@ -65,6 +65,18 @@ void run_job(void* data) {
 
 std::atomic<uint64_t> blocks_on_xla_pool{0}, blocks_on_own_pool{0};
 
+// While a kernel body runs, for_blocks on its thread can reach the call's XLA pool.
+class CurrentCall {
+ public:
+  explicit CurrentCall(const host_kernels::HostCall* call) : outer_(t_call) { t_call = call; }
+  ~CurrentCall() { t_call = outer_; }
+  CurrentCall(const CurrentCall&) = delete;
+  CurrentCall& operator=(const CurrentCall&) = delete;
+
+ private:
+  const host_kernels::HostCall* outer_;
+};
+
 }  // namespace
 
 SerialAten::SerialAten() {
@@ -87,17 +99,14 @@ host_kernels::ffi_abi::Error* run_kernel(host_kernels::ffi_abi::CallFrame* frame
                                          void (*body)(const host_kernels::HostCall&)) {
   host_kernels::HostCall call(frame);
   if (call.answered_metadata() || !call.executing()) return nullptr;
-  const host_kernels::HostCall* outer = t_call;
-  t_call = &call;
+  CurrentCall current(&call);
   try {
     SerialAten serial;
     c10::InferenceMode no_autograd;
     body(call);
   } catch (const std::exception& e) {
-    t_call = outer;
     return call.fail(std::string(kernel) + ": " + e.what());
   }
-  t_call = outer;
   return nullptr;
 }
 

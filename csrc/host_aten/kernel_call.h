@@ -6,7 +6,7 @@
 // cores, and libgomp then stops spinning between parallel regions in every team, the Python
 // thread's included: a 64x128x128 CPU matmul took 84-97 us instead of 16-26 for the rest of the
 // process once one program had run a host convolution or a large amax. So the kernels run ATen
-// serially and spread large work over host_kernels/parallel_for.h's pool (one block per core).
+// serially and spread large work over the cores themselves, one block per core (for_blocks).
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,7 @@ host_kernels::ffi_abi::Error* run_kernel(host_kernels::ffi_abi::CallFrame* frame
 int64_t blocks(int64_t n);
 void for_blocks(int64_t n, const std::function<void(int64_t block, int64_t begin, int64_t end)>& fn);
 
-// Blocks run so far through XLA's pool and through our own (tests, profiling).
+// Blocks of the for_blocks jobs spread so far over XLA's pool and over our own (tests, profiling).
 struct BlockCounts {
   uint64_t xla_pool = 0;
   uint64_t own_pool = 0;

@@ -109,7 +109,7 @@ void bind_custom_kernels(py::module_& m) {
     host_aten::set_host_conv_min_macs(macs);
     return old;
   });
-  // Tests: how many host_aten kernel blocks ran on XLA's intra-op pool and on our own.
+  // Tests: how many host_aten kernel blocks were spread over XLA's intra-op pool and over our own.
   m.def("_host_kernel_block_counts", [] {
     const host_aten::BlockCounts c = host_aten::block_counts();
     py::dict d;

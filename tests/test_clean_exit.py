@@ -102,7 +102,10 @@ def _can_amplify():
 def test_processes_exit_cleanly_after_backward(tmp_path):
     script = tmp_path / "exit_after_backward.py"
     script.write_text(SCRIPT)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    # PyTorch's autograd device threads, which torch_tpu turns off on the importing thread
+    # (torch_tpu/_autograd_thread.py): the handler is for the processes that keep them.
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+               TORCH_TPU_AUTOGRAD_DEVICE_THREADS="1")
     failures = []
     for mode, count in RUNS:
         for i in range(count):

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.skipif(
     reason="the plugin runs no host_aten kernels (only the XLA CPU plugin does)")
 
 # Runs every host_aten kernel from every kind of thread that launches programs: the Python thread
-# (Strict and compiled forwards), autograd's device thread (backwards) and the plugin's own.
+# (forwards, and backwards: torch_tpu runs them on the calling thread), autograd's device thread
+# (backwards where PyTorch's multithreaded backward is on) and the plugin's own.
 _RUN_KERNELS = """
 def run_kernels():
     torch_tpu._C._set_host_conv_min_macs(0)
@@ -32,7 +33,8 @@ def run_kernels():
     w = torch.randn(8, 8, 3, 3, generator=g).to("tpu").requires_grad_(True)
     conv = torch.compile(lambda a, b: F.conv2d(a, b, padding=1), backend="tpu")
     for _ in range(3):
-        F.conv2d(x, w, padding=1).sum().backward()
+        with torch.autograd.set_multithreading_enabled(True):
+            F.conv2d(x, w, padding=1).sum().backward()
         conv(x, w).square().sum().backward()
         torch.randn(256, 1024, generator=g).to("tpu").amax(dim=1).cpu()
     torch.tpu.synchronize()

@@ -35,9 +35,11 @@ from . import distributed  # noqa: E402  (the tpu_dist backend of torch.distribu
 from . import execution_mode  # noqa: E402
 from . import _clean_exit  # noqa: E402,F401  (autograd device threads released before exit)
 from . import _multiprocessing  # noqa: E402
+from . import _autograd_thread  # noqa: E402
 from . import integrations  # noqa: E402,F401  (accelerate picks tpu)
 
 _multiprocessing.install()  # tpu tensors through torch.multiprocessing queues (as values)
+_autograd_thread.install()  # this thread's backward passes run on it, not on a device thread
 
 # torch.autocast("tpu") without a dtype uses bfloat16, the accelerator's native reduced type.
 torch.set_autocast_dtype("tpu", torch.bfloat16)

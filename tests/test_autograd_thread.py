@@ -38,7 +38,7 @@ def _assert_grads_equal(cpu, tpu):
         torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-5, atol=1e-6, msg=name)
 
 
-@pytest.mark.skipif(os.environ.get(_autograd_thread.ENV, "0") not in ("", "0"),
+@pytest.mark.skipif(_autograd_thread.keeps_device_threads(),
                     reason="the environment keeps PyTorch's autograd device threads for this process")
 def test_the_importing_thread_runs_its_backward_itself():
     # pytest imports torch_tpu (conftest) on the thread that runs the tests.
@@ -112,3 +112,10 @@ def test_the_environment_keeps_the_device_threads():
         done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]
         assert done.stdout.strip().splitlines()[-1] == expect, (value, done.stdout)
+
+
+@pytest.mark.parametrize("value, keeps", [("", False), ("0", False), ("1", True), ("yes", True), ("2", True)])
+def test_the_switch_follows_the_projects_rule_for_switches(monkeypatch, value, keeps):
+    # As every TORCH_TPU_* switch (common/env_flag.h): set to anything but "" or "0" means on.
+    monkeypatch.setenv(_autograd_thread.ENV, value)
+    assert _autograd_thread.keeps_device_threads() is keeps

@@ -24,10 +24,16 @@ import torch
 ENV = "TORCH_TPU_AUTOGRAD_DEVICE_THREADS"
 
 
+def keeps_device_threads() -> bool:
+    """Whether the environment keeps PyTorch's autograd device threads on the importing thread
+    (the project's rule for switches, as ``common/env_flag.h``: set to anything but "" or "0")."""
+    return os.environ.get(ENV, "") not in ("", "0")
+
+
 def install() -> bool:
     """Turns the engine's device threads off for the calling thread unless the environment
     keeps them; returns whether it did."""
-    if os.environ.get(ENV, "0").strip().lower() in ("1", "true", "yes", "on"):
+    if keeps_device_threads():
         return False
     torch.autograd.set_multithreading_enabled(False)
     return True

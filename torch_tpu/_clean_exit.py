@@ -1,8 +1,9 @@
 """A clean process exit after backward passes on tpu tensors.
 
 PyTorch's autograd engine runs the backward of device tensors on one thread per device index
-(``pt_autograd_<i>``) - on threads other than the one that imported torch_tpu, which runs its own
-(torch_tpu/_autograd_thread.py), or everywhere with TORCH_TPU_AUTOGRAD_DEVICE_THREADS=1. Every ``backward()``/``autograd.grad()`` stashes a Python object (a
+(``pt_autograd_<i>``) - on threads other than the one that imported torch_tpu, which runs its
+own (torch_tpu/_autograd_thread.py), or everywhere with TORCH_TPU_AUTOGRAD_DEVICE_THREADS=1.
+Every ``backward()``/``autograd.grad()`` stashes a Python object (a
 ``contextvars.Context``) in the thread-local state that the engine's GraphTask copies, so
 whichever thread drops the last reference to the GraphTask must take the GIL to release it.
 The device thread finishes the task, wakes the caller and only then drops its reference; when

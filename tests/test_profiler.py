@@ -225,6 +225,42 @@ def test_chrome_trace_device_rows(tmp_path):
     assert any(e["pid"] == 0 and e["args"]["name"] == "tpu:0" for e in names)
 
 
+def test_queued_programs_span_their_run_not_their_wait(tmp_path):
+    # A loop that enqueues ahead of the devices (no read inside it): each program waits behind the
+    # ones launched before it on its device. Its device event spans its run - from the completion
+    # of the one before it there, or its launch if later (csrc/profiler/device_timeline.h) - so each
+    # device's row is one timeline of back-to-back programs whose lengths add up to at most its
+    # busy span, not a stack of overlapping waits; how long each waited is its "queued_ns".
+    devices = [torch.device("tpu", i) for i in range(min(2, torch.tpu.device_count()))]
+    xs = [torch.randn(384, 384, generator=torch.Generator().manual_seed(i)).to(d) for i, d in enumerate(devices)]
+    outs = [[] for _ in devices]
+    with profile(activities=ACTIVITIES) as prof:
+        ys = list(xs)
+        for _ in range(12):
+            for i, x in enumerate(xs):
+                ys[i] = torch.tanh(ys[i] @ x) * 0.5
+                outs[i].append(ys[i])
+        # The current device only: tpu:1's programs may still run after the session ends; launched
+        # inside it, they are its events all the same.
+        torch.tpu.synchronize()
+    for x, chain in zip(xs, outs):
+        prev = x.cpu()
+        for y in chain:  # each step against the CPU's from the same input
+            torch.testing.assert_close(y.cpu(), torch.tanh(prev @ x.cpu()) * 0.5, rtol=1e-4, atol=1e-5)
+            prev = y.cpu()
+    events = _device_events(_trace(prof, tmp_path))
+    for index in range(len(devices)):
+        mine = sorted((e for e in events if e["pid"] == index), key=lambda e: e["ts"])
+        assert len(mine) >= 24, (index, len(mine))
+        assert {e["tid"] for e in mine} == {mine[0]["tid"]}, "in-order programs share one row"
+        for a, b in zip(mine, mine[1:]):
+            assert a["ts"] + a["dur"] <= b["ts"] + 1.0, (a, b)  # microseconds, rounded
+        queued = [e["args"]["queued_ns"] for e in mine]
+        assert all(q >= 0 for q in queued) and max(queued) > 0, queued
+        span = mine[-1]["ts"] + mine[-1]["dur"] - mine[0]["ts"]
+        assert sum(e["dur"] for e in mine) <= span + len(mine)
+
+
 def test_cpu_only_profile_has_no_device_events(tmp_path):
     x = torch.randn(8, 8, device="tpu")
     with profile(activities=[ProfilerActivity.CPU]) as prof:

@@ -157,19 +157,20 @@ void TpuProfilerSession::processTrace(libkineto::ActivityLogger& logger,
   const int32_t pid = libkineto::processId();
 
   if (device_activities_) {
-    // Executions that overlap on one device (the host enqueues ahead) go to separate rows, so
-    // each row is a proper timeline; in-order work stays on row 0.
+    // Each execution spans its run on the device (from start_ns: profiler/device_timeline.h), so
+    // in-order work stays on row 0; executions that still overlap on one device (a plugin running
+    // two at once) go to separate rows, so each row is a proper timeline.
     std::vector<const ExecutionRecord*> runs;
     for (const ExecutionRecord& r : recorded.executions) {
-      if (r.done_ns >= start_ns && r.launch_ns <= end_ns) runs.push_back(&r);
+      if (r.done_ns >= start_ns && r.launch_ns <= end_ns) runs.push_back(&r);  // launched in the session
     }
     std::sort(runs.begin(), runs.end(),
-              [](const auto* a, const auto* b) { return a->launch_ns < b->launch_ns; });
+              [](const auto* a, const auto* b) { return a->start_ns < b->start_ns; });
     std::map<int, std::vector<int64_t>> lane_ends;  // per device: when each row is free again
     for (const ExecutionRecord* r : runs) {
       std::vector<int64_t>& ends = lane_ends[r->device];
       size_t lane = 0;
-      while (lane < ends.size() && ends[lane] > r->launch_ns) ++lane;
+      while (lane < ends.size() && ends[lane] > r->start_ns) ++lane;
       if (lane == ends.size()) ends.push_back(0);
       ends[lane] = r->done_ns;
       rows_.insert({r->device, static_cast<int>(lane)});
@@ -181,13 +182,14 @@ void TpuProfilerSession::processTrace(libkineto::ActivityLogger& logger,
       auto& a = add(ActivityType::CONCURRENT_KERNEL, name);
       a.device = r->device;
       a.resource = static_cast<int32_t>(lane);
-      a.startTime = r->launch_ns;
-      a.endTime = std::max(r->done_ns, r->launch_ns + 1);
+      a.startTime = r->start_ns;
+      a.endTime = std::max(r->done_ns, r->start_ns + 1);
       a.id = static_cast<int32_t>(r->correlation);
       a.linked = linked(r->correlation);
       a.addMetadata("device", number(r->device));
       a.addMetadata("stream", number(static_cast<int64_t>(lane)));
       a.addMetadata("correlation", number(static_cast<int64_t>(r->correlation)));
+      a.addMetadata("queued_ns", number(r->start_ns - r->launch_ns));  // behind earlier programs
       a.addMetadataQuoted("kind", kind);
       a.addMetadataQuoted("program", json_safe(program_name(label)));
       if (r->failed) a.addMetadata("failed", JsonNumber{"true"});

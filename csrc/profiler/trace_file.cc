@@ -63,10 +63,10 @@ std::string write_trace_file(const std::string& path, const Recorded& recorded, 
   std::set<int> devices;
   if (options.device_tracer_level > 0) {
     for (const ExecutionRecord& r : recorded.executions) {
-      if (r.done_ns < start_ns || r.launch_ns > end_ns) continue;
+      if (r.done_ns < start_ns || r.launch_ns > end_ns) continue;  // launched in the session
       devices.insert(r.device);
       events.push_back(event(r.label ? r.label : "program", "tpu_program", kDevicePidBase + r.device, 0,
-                             r.launch_ns, r.done_ns,
+                             r.start_ns, r.done_ns,
                              "\"device\":" + std::to_string(r.device) + (r.failed ? ",\"failed\":true" : "")));
     }
   }

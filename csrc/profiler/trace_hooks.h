@@ -27,6 +27,8 @@ struct ExecutionRecord {
   uint64_t correlation = 0;  // the profiled CPU op that launched it; 0 when none
   int64_t launch_ns = 0;     // PJRT execute called
   int64_t done_ns = 0;       // its completion event became ready
+  // When the device began running it: set when a trace is taken (profiler/device_timeline.h).
+  int64_t start_ns = 0;
   bool failed = false;
 };
 

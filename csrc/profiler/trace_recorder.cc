@@ -1,5 +1,7 @@
 #include "profiler/trace_recorder.h"
 
+#include "profiler/device_timeline.h"
+
 #include <chrono>
 
 #include <kineto/ThreadUtil.h>  // libkineto::systemThreadId: the tid Kineto gives CPU activities
@@ -62,6 +64,7 @@ Recorded TraceRecorder::take() {
   std::lock_guard<std::mutex> lock(mu_);
   Recorded out = std::move(recorded_);
   recorded_ = Recorded{};
+  place_on_devices(out.executions);
   return out;
 }
 

@@ -58,7 +58,8 @@ class TraceRecorder final : public TraceSink {
   // synchronizes the device just before, but a completion callback may still be on its way -
   // then turns the hooks off; reports arriving later are dropped.
   void end();
-  // What was collected since begin().
+  // What was collected since begin(), each execution's start on its device set
+  // (profiler/device_timeline.h).
   Recorded take();
 
   void push_correlation(uint64_t id);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <map>
 #include <utility>
 
 #include <unistd.h>
@@ -157,42 +156,29 @@ void TpuProfilerSession::processTrace(libkineto::ActivityLogger& logger,
   const int32_t pid = libkineto::processId();
 
   if (device_activities_) {
-    // Each execution spans its run on the device (from start_ns: profiler/device_timeline.h), so
-    // in-order work stays on row 0; executions that still overlap on one device (a plugin running
-    // two at once) go to separate rows, so each row is a proper timeline.
-    std::vector<const ExecutionRecord*> runs;
+    // One row per device: each execution spans its run there (from start_ns), and a device runs
+    // its programs one after another (profiler/device_timeline.h), so its row is a timeline.
     for (const ExecutionRecord& r : recorded.executions) {
-      if (r.done_ns >= start_ns && r.launch_ns <= end_ns) runs.push_back(&r);  // launched in the session
-    }
-    std::sort(runs.begin(), runs.end(),
-              [](const auto* a, const auto* b) { return a->start_ns < b->start_ns; });
-    std::map<int, std::vector<int64_t>> lane_ends;  // per device: when each row is free again
-    for (const ExecutionRecord* r : runs) {
-      std::vector<int64_t>& ends = lane_ends[r->device];
-      size_t lane = 0;
-      while (lane < ends.size() && ends[lane] > r->start_ns) ++lane;
-      if (lane == ends.size()) ends.push_back(0);
-      ends[lane] = r->done_ns;
-      rows_.insert({r->device, static_cast<int>(lane)});
-
-      const std::string label = r->label ? r->label : "";
+      if (r.done_ns < start_ns || r.launch_ns > end_ns) continue;  // launched in the session
+      rows_.insert(r.device);
+      const std::string label = r.label ? r.label : "";
       const char* kind = program_kind(label);
       const std::string name =
           std::string(kind) == "op" ? "tpu::op " + label : std::string("tpu::") + kind;
       auto& a = add(ActivityType::CONCURRENT_KERNEL, name);
-      a.device = r->device;
-      a.resource = static_cast<int32_t>(lane);
-      a.startTime = r->start_ns;
-      a.endTime = std::max(r->done_ns, r->start_ns + 1);
-      a.id = static_cast<int32_t>(r->correlation);
-      a.linked = linked(r->correlation);
-      a.addMetadata("device", number(r->device));
-      a.addMetadata("stream", number(static_cast<int64_t>(lane)));
-      a.addMetadata("correlation", number(static_cast<int64_t>(r->correlation)));
-      a.addMetadata("queued_ns", number(r->start_ns - r->launch_ns));  // behind earlier programs
+      a.device = r.device;
+      a.resource = 0;
+      a.startTime = r.start_ns;
+      a.endTime = std::max(r.done_ns, r.start_ns + 1);
+      a.id = static_cast<int32_t>(r.correlation);
+      a.linked = linked(r.correlation);
+      a.addMetadata("device", number(r.device));
+      a.addMetadata("stream", number(0));
+      a.addMetadata("correlation", number(static_cast<int64_t>(r.correlation)));
+      a.addMetadata("queued_ns", number(r.start_ns - r.launch_ns));  // behind earlier programs
       a.addMetadataQuoted("kind", kind);
       a.addMetadataQuoted("program", json_safe(program_name(label)));
-      if (r->failed) a.addMetadata("failed", JsonNumber{"true"});
+      if (r.failed) a.addMetadata("failed", JsonNumber{"true"});
       logger.handleActivity(a);
     }
   }
@@ -245,10 +231,8 @@ std::unique_ptr<libkineto::DeviceInfo> TpuProfilerSession::getDeviceInfo() {
 
 std::vector<libkineto::ResourceInfo> TpuProfilerSession::getResourceInfos() {
   std::vector<libkineto::ResourceInfo> out;
-  for (const auto& [device, lane] : rows_) {
-    out.push_back(libkineto::ResourceInfo{
-        lane, lane, device,
-        "tpu:" + std::to_string(device) + " programs" + (lane ? " (overlapping " + std::to_string(lane) + ")" : "")});
+  for (int device : rows_) {
+    out.push_back(libkineto::ResourceInfo{0, 0, device, "tpu:" + std::to_string(device) + " programs"});
   }
   return out;
 }

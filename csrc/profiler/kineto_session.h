@@ -69,8 +69,8 @@ class TpuProfilerSession final : public libkineto::IActivityProfilerSession {
   // Owns the activities handed to the logger (Kineto keeps pointers to them) until
   // getTraceBuffer() passes it on to the trace.
   std::unique_ptr<libkineto::CpuTraceBuffer> buffer_;
-  // (device, lane) rows that device activities were placed on.
-  std::set<std::pair<int, int>> rows_;
+  // Devices whose rows (one each) device activities were placed on.
+  std::set<int> rows_;
 };
 
 }  // namespace tpu::profiler

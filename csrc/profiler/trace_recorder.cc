@@ -1,10 +1,10 @@
 #include "profiler/trace_recorder.h"
 
-#include "profiler/device_timeline.h"
-
 #include <chrono>
 
 #include <kineto/ThreadUtil.h>  // libkineto::systemThreadId: the tid Kineto gives CPU activities
+
+#include "profiler/device_timeline.h"
 
 namespace tpu::profiler {
 

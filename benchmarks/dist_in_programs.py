@@ -68,12 +68,14 @@ def _batch(args, rank):
 
 
 def _training_step(model, opt, x, y, region=contextlib.nullcontext):
-    """One step of `model` (returning its loss) and `opt`, inside `region()`."""
-    def step():
+    """One step of `model` (returning its loss) and `opt`, inside `region()` (with update=False:
+    the forward and backward only)."""
+    def step(update=True):
         with region():
             loss = model(x, y)
             loss.backward()
-            opt.step()
+            if update:
+                opt.step()
             opt.zero_grad(set_to_none=True)
         return loss
     return step
@@ -156,6 +158,13 @@ def _rank(rank, world_size, args, workload, out):
     eager = {name: [] for name in CONTENDERS}
     executions = {name: [] for name in CONTENDERS}
     warm_loss = {}
+    for name in CONTENDERS:
+        # Compiled first, forward and backward, by every rank before any runs an optimizer step:
+        # Dynamo's "compiling" flag is process-wide, and an optimizer step that reads it while
+        # another rank thread compiles takes its compiled-code path (ranks in processes never do).
+        switch(name)
+        step_fns[name](update=False)
+        dist.barrier()
     for name in CONTENDERS:  # warm-up: capture and compile with the same loop
         switch(name)
         warm_loss[name] = steps(name, args.steps)

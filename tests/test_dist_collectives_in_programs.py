@@ -175,6 +175,34 @@ def test_a_broken_promise_is_a_clear_error_not_a_hang():
     assert time.monotonic() - start < 30
 
 
+def _region_with_a_late_peer(rank, world_size):
+    import time
+
+    from torch.tpu.distributed import spmd_safe
+
+    x = (torch.arange(8, dtype=torch.float32) + rank).to("tpu")
+    if rank == 1:
+        time.sleep(1.5)  # the peer reaches the region late
+    start = time.monotonic()
+    with spmd_safe():
+        y = x * 2
+        dist.all_reduce(y)
+    left = time.monotonic() - start  # the region's end launches its graph
+    z = torch.tanh(y) + 1  # recorded while the ranks meet
+    return left, z.cpu()
+
+
+def test_a_rank_leaves_its_region_without_waiting_for_a_late_peer():
+    """A program with collectives is handed to the device's group launcher, which meets the other
+    ranks and launches it: the rank's own thread goes on recording instead of standing still
+    until the slowest rank arrives - and what it records after reads the program's result."""
+    results = _fused(_region_with_a_late_peer)
+    want = torch.tanh(sum((torch.arange(8, dtype=torch.float32) + r) * 2 for r in range(2))) + 1
+    for _, z in results:
+        torch.testing.assert_close(z, want)
+    assert results[0][0] < 0.75, f"rank 0 waited {results[0][0]:.2f} s at the end of its region for rank 1"
+
+
 def _diverged_counts(rank, world_size):
     from torch.tpu.distributed import spmd_safe
 

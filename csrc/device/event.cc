@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "runtime/group_launcher.h"
 #include "runtime/pending_work.h"
 #include "runtime/runtime.h"
 
@@ -26,8 +27,9 @@ void TpuEvent::watch(const std::shared_ptr<State>& state, std::vector<std::share
 
 void TpuEvent::record(bool timing) {
   auto state = std::make_shared<State>();
-  if (!timing && runtime::has_pending_work_on(device_)) {
-    // Deferred: resolve() captures the work outstanding then, which holds all outstanding now.
+  if (!timing && (runtime::has_pending_work_on(device_) || runtime::GroupLauncher::pending_on(device_))) {
+    // Deferred: resolve() captures the work outstanding then, which holds all outstanding now
+    // (a launch still queued on the group launcher gives its completion to the tracker later).
     state->deferred.store(true);
   } else {
     watch(state, runtime::Runtime::get().tracker(device_).pending());

@@ -10,6 +10,7 @@
 #include "exec/execution_mode.h"
 #include "exec/executor.h"
 #include "exec/fused_graphs.h"
+#include "runtime/group_launcher.h"
 #include "runtime/launch_queue.h"
 #include "runtime/pending_work.h"
 
@@ -68,6 +69,9 @@ DeviceBackend::DeviceBackend(int rank, int size, std::chrono::milliseconds timeo
   group_->launch_salt_ = std::hash<std::string>{}(token_) % 0x7ffffffe;
 }
 
+// Launches still queued on the device's group launcher hold their Group, never the backend; once
+// abandoned, their meets fail at once. (Not drained here: the launcher is the device's, and its
+// queue may hold launches of other groups, whose ranks may need this thread to get further.)
 DeviceBackend::~DeviceBackend() { shutdown(); }
 
 void DeviceBackend::abandon(const std::string& why) {
@@ -91,6 +95,7 @@ void DeviceBackend::check_device(c10::Device d, const char* what) const {
 
 std::vector<std::string> DeviceBackend::meet(const Group& group, uint64_t round, std::string payload,
                                              const char* what) {
+  runtime::GroupLauncher::of(device_).drain();  // the queued programs' meets come first
   return group.rendezvous().meet(round, group.rank(), std::move(payload), timeout_, where(what));
 }
 
@@ -136,34 +141,77 @@ void DeviceBackend::Group::launch_program(runtime::Launch part, const std::strin
     for (size_t i = part.num_args; i < part.buffers.size(); ++i) part.buffers[i]->fail(why);
     throw std::runtime_error(why);
   }
+  // The launcher thread never waits for the launch queue (whose launches may read this program's
+  // outputs): an argument an eager launch still promises is handed to PJRT first.
+  for (size_t i = 0; i < part.num_args; ++i) {
+    if (part.buffers[i]->unresolved()) {
+      runtime::LaunchQueue::get().drain();
+      break;
+    }
+  }
   // Its own pair of meets, numbered like a collective's (every rank launches the same programs
   // and collectives in the same order).
-  std::lock_guard<std::recursive_mutex> lock(owner_.mu_);
-  round = kMeetsPerCollective * owner_.seq_++;
-  signature = program;
-  what = "a program with collectives";
-  whole_program = true;
-  launch(std::move(part));
+  Part p;
+  {
+    std::lock_guard<std::recursive_mutex> lock(owner_.mu_);
+    p.round = kMeetsPerCollective * owner_.seq_++;
+  }
+  p.signature = program;
+  p.what = "a program with collectives";
+  p.where = owner_.where(p.what);
+  p.timeout = owner_.timeout_;
+  p.program = true;
+  // Launched by the device's group launcher: this rank records on while the ranks meet. Its
+  // outputs count as held while defined, as a queued launch's do (the next program may donate
+  // one: PJRT orders the two).
+  part.queued = true;
+  for (size_t i = part.num_args; i < part.buffers.size(); ++i) part.buffers[i]->hold_while_defined();
+  auto self = std::static_pointer_cast<const Group>(shared_from_this());
+  runtime::GroupLauncher::of(part.device).push([self, part = std::move(part), p = std::move(p)]() mutable {
+    // A failure fails the outputs: their readers (and the programs that read them) get the error.
+    self->launch_part(part, p);
+  });
 }
 
 void DeviceBackend::Group::launch(runtime::Launch launch) const {
+  // After the programs this rank has handed to the group launcher: their meets come first.
+  runtime::GroupLauncher::of(launch.device).drain();
+  Part p;
+  p.round = round;
+  p.signature = signature;
+  p.what = what;
+  p.where = owner_.where(what);
+  p.timeout = owner_.timeout_;
+  p.program = false;  // one collective's launch
+  launch_part(launch, p);
+}
+
+void DeviceBackend::Group::launch_part(runtime::Launch& launch, const Part& p) const {
   await_previous_collective(launch.device);
-  const bool program = whole_program;
+  auto fail = [&](const std::string& why) {
+    for (size_t i = launch.num_args; i < launch.buffers.size(); ++i) {
+      if (launch.buffers[i]->unresolved()) launch.buffers[i]->fail(why);
+    }
+    if (launch.queued) {
+      launch.queued = false;
+      for (size_t i = launch.num_args; i < launch.buffers.size(); ++i) launch.buffers[i]->release_defined_hold();
+    }
+  };
   // Everyone has built (and compiled) its part and agrees on what runs: launch together.
   try {
-    check_same(owner_.meet(*this, round, signature, what), owner_.where(what),
-               program ? kProgramsDiffer : kCollectivesDiffer, program ? kProgramsFix : kCollectivesFix);
+    check_same(rendezvous_->meet(p.round, rank_, p.signature, p.timeout, p.where), p.where,
+               p.program ? kProgramsDiffer : kCollectivesDiffer, p.program ? kProgramsFix : kCollectivesFix);
   } catch (const std::exception& e) {
     // Nothing was launched: the outputs (promised already) carry the error to their readers.
-    for (size_t i = launch.num_args; i < launch.buffers.size(); ++i) launch.buffers[i]->fail(e.what());
+    fail(e.what());
     throw;
   }
   const int device = launch.device;
   // One id per launch of the group, the same on every rank: the plugin matches the parts of this
   // launch's collectives by it, never with another launch's whose ops have the same ids.
-  launch.launch_id = static_cast<int>((launch_salt_ + round / kMeetsPerCollective) % 0x7ffffffe) + 1;
+  launch.launch_id = static_cast<int>((launch_salt_ + p.round / kMeetsPerCollective) % 0x7ffffffe) + 1;
   note_collective(device, runtime::launch_now(launch));
-  owner_.meet(*this, round + 1, "", what);
+  rendezvous_->meet(p.round + 1, rank_, "", p.timeout, p.where);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceBackend::collective(const Group& group, const char* what,
@@ -186,7 +234,6 @@ c10::intrusive_ptr<c10d::Work> DeviceBackend::collective(const Group& group, con
     count(device_, false);
   }
   group.what = what;
-  group.whole_program = false;
   group.signature = std::move(signature);
   try {
     body();

@@ -117,7 +117,9 @@ class DeviceBackend : public TpuBackend {
           std::vector<int64_t> devices)
         : owner_(owner), rendezvous_(std::move(rendezvous)), rank_(rank), devices_(std::move(devices)) {}
     const std::vector<int64_t>& devices() const override { return devices_; }
+    // An eager collective's part, after the programs queued by launch_program.
     void launch(runtime::Launch launch) const override;
+    // Queued on the device's group launcher (runtime/group_launcher.h); returns at once.
     void launch_program(runtime::Launch launch, const std::string& signature) const override;
     bool closed() const override { return closed_.load(std::memory_order_acquire); }
     void close() { closed_.store(true, std::memory_order_release); }
@@ -128,11 +130,22 @@ class DeviceBackend : public TpuBackend {
     mutable uint64_t round = 0;
     mutable std::string signature;
     mutable const char* what = "";
-    mutable bool whole_program = false;  // launch_program's launch, not one collective's
     uint64_t launch_salt_ = 0;  // from the group's token: launch ids differ between groups
     std::atomic<bool> closed_{false};  // the backend left the group (owner_ may be gone)
 
    private:
+    // What one launch meets with, fixed when it is handed over.
+    struct Part {
+      uint64_t round = 0;
+      std::string signature;
+      const char* what = "";
+      std::string where;
+      std::chrono::milliseconds timeout{0};
+      bool program = false;
+    };
+    // Awaits the device's previous collective, meets, launches, meets again.
+    void launch_part(runtime::Launch& launch, const Part& p) const;
+
     DeviceBackend& owner_;
     std::shared_ptr<runtime::Rendezvous> rendezvous_;
     int rank_;

@@ -2,6 +2,7 @@
 
 #include "exec/program_cache.h"
 #include "exec/replica_group.h"
+#include "runtime/group_launcher.h"
 #include "runtime/launch_queue.h"
 
 namespace tpu::exec {
@@ -46,7 +47,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> run_program(
   if (collectives.group != nullptr) {
     collectives.group->launch_program(std::move(launch), collectives.signature);
   } else {
-    runtime::launch_now(launch);  // throws, naming `label`, when PJRT refuses it
+    runtime::launch_program_now_or_behind_group(launch);  // throws, naming `label`, when PJRT refuses it
   }
   ProgramCache::get().count_execution(donated_now);
   return outputs;

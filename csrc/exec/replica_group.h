@@ -30,10 +30,12 @@ class ReplicaGroup : public std::enable_shared_from_this<ReplicaGroup> {
   // Launches this rank's part of the collective being run (its outputs are promised; on
   // failure they are failed and the error is thrown).
   virtual void launch(runtime::Launch launch) const = 0;
-  // Launches this rank's part of a whole program holding collectives of this group (a fused
-  // graph, a compiled graph's replay). The ranks first compare `signature` (the program's
-  // fingerprint and what it is), so ranks about to run different programs fail with a clear
-  // error instead of waiting for each other inside the plugin.
+  // Hands this rank's part of a whole program holding collectives of this group (a fused graph,
+  // a compiled graph's replay) to its device's group launcher (runtime/group_launcher.h) and
+  // returns: the outputs are promised. The ranks first compare `signature` (the program's
+  // fingerprint and what it is), so ranks about to run different programs get a clear error -
+  // in the outputs, which their readers raise - instead of waiting for each other inside the
+  // plugin.
   virtual void launch_program(runtime::Launch launch, const std::string& signature) const = 0;
   // The group's process group is gone (destroyed or aborted): a program compiled for it can no
   // longer run (a compiled graph then captures again, for the current group).

@@ -9,7 +9,7 @@
 namespace tpu::pjrt {
 
 namespace {
-std::atomic<void (*)()> promise_waiter{nullptr};
+std::atomic<void (*)(const Buffer&)> promise_waiter{nullptr};
 // Time inside PJRT_Buffer_Destroy on this thread (benchmarks separate the plugin's frees from
 // our host work).
 thread_local DestroyCallStats t_destroy;
@@ -17,11 +17,11 @@ thread_local DestroyCallStats t_destroy;
 
 DestroyCallStats destroy_call_stats_on_this_thread() { return t_destroy; }
 
-void Buffer::set_promise_waiter(void (*waiter)()) { promise_waiter.store(waiter); }
+void Buffer::set_promise_waiter(void (*waiter)(const Buffer&)) { promise_waiter.store(waiter); }
 
 PJRT_Buffer* Buffer::await_promise() const {
   if (promised_ && !failed_.load(std::memory_order_acquire)) {
-    if (auto waiter = promise_waiter.load()) waiter();
+    if (auto waiter = promise_waiter.load()) waiter(*this);
   }
   if (failed_.load(std::memory_order_acquire)) throw std::runtime_error(error_);
   if (PJRT_Buffer* b = buffer_.load(std::memory_order_acquire)) return b;

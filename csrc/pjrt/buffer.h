@@ -41,8 +41,8 @@ class Buffer {
     return promised_ && buffer_.load(std::memory_order_acquire) == nullptr &&
            !failed_.load(std::memory_order_acquire);
   }
-  // Installed by the runtime: returns once every promised buffer made so far is resolved.
-  static void set_promise_waiter(void (*waiter)());
+  // Installed by the runtime: returns once `promised` is resolved (or can no longer be).
+  static void set_promise_waiter(void (*waiter)(const Buffer& promised));
 
   ElementType element_type() const;
   std::vector<int64_t> dims() const;

@@ -7,8 +7,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <optional>
 
 #include "profiler/trace_hooks.h"
+#include "runtime/blocking_wait.h"
+#include "runtime/group_launcher.h"
 #include "runtime/runtime.h"
 #include "runtime/work_tracker.h"
 
@@ -32,7 +35,14 @@ uint64_t steady_ns() {
       .count();
 }
 
-void wait_for_launches() { LaunchQueue::get().drain(); }
+// A promised buffer: made by a queued launch (the queue drains first), or by a launch that meets
+// other ranks (runtime/group_launcher.h) - which a queued launch may read, so the launcher thread
+// waits for the buffer alone.
+void wait_for_launches(const pjrt::Buffer& promised) {
+  LaunchQueue& queue = LaunchQueue::get();
+  if (!queue.on_launcher_thread()) queue.drain();
+  GroupLauncher::await_resolved(promised);
+}
 
 // While profiling: reports the execution once its completion event is ready.
 void trace_execution(pjrt::Event& done, const Launch& launch, int64_t launch_ns) {
@@ -92,6 +102,7 @@ void LaunchQueue::start_locked() {
 }
 
 void LaunchQueue::push(Launch launch) {
+  if (queue_behind_group(launch)) return;
   std::unique_lock<std::mutex> lock(mu_);
   if (inline_) {
     ++inlined_;
@@ -118,11 +129,19 @@ void LaunchQueue::push(Launch launch) {
 }
 
 void LaunchQueue::drain() {
+  std::optional<BlockingWait> waiting;  // declared first: the GIL is taken back after the lock is released
   std::unique_lock<std::mutex> lock(mu_);
   const uint64_t target = pushed_;
   if (finished_.load() >= target) return;
   if (std::this_thread::get_id() == launcher_id_) {
     throw std::logic_error("torch_tpu: the launcher waited for its own launches");
+  }
+  // A queued launch may wait for a program that meets other ranks (runtime/group_launcher.h),
+  // whose peers may be threads of this process that need the GIL: release it while waiting.
+  if (GroupLauncher::any_pending()) {
+    lock.unlock();
+    waiting.emplace();
+    lock.lock();
   }
   ++waiters_;
   done_cv_.wait(lock, [&] { return finished_.load() >= target; });

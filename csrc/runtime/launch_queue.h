@@ -71,6 +71,7 @@ class LaunchQueue {
   // Returns once every launch pushed so far has been handed to PJRT.
   void drain();
   bool empty();
+  bool on_launcher_thread() const { return std::this_thread::get_id() == launcher_id_; }
 
   struct Stats {
     uint64_t queued = 0;  // launches run by the launcher thread

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "profiler/trace_hooks.h"
+#include "runtime/group_launcher.h"
 #include "runtime/launch_queue.h"
 #include "runtime/pending_work.h"
 
@@ -74,6 +75,7 @@ void WorkTracker::note_error(const std::string& message) {
 void WorkTracker::synchronize() {
   profiler::HostSpan span("wait");
   flush_pending_work_on(device_);
+  GroupLauncher::of(device_).drain();  // its launches may wait for the queue's: drained first
   LaunchQueue::get().drain();
   std::deque<Item> items;
   {
@@ -104,7 +106,7 @@ void WorkTracker::synchronize() {
 
 bool WorkTracker::idle() {
   flush_pending_work_on(device_);
-  if (!LaunchQueue::get().empty()) return false;
+  if (GroupLauncher::pending_on(device_) || !LaunchQueue::get().empty()) return false;
   std::lock_guard<std::mutex> lock(mu_);
   prune_locked();
   return items_.empty();
@@ -112,6 +114,7 @@ bool WorkTracker::idle() {
 
 std::vector<std::shared_ptr<pjrt::Event>> WorkTracker::pending() {
   flush_pending_work_on(device_);
+  GroupLauncher::of(device_).drain();  // its launches may wait for the queue's: drained first
   LaunchQueue::get().drain();
   std::lock_guard<std::mutex> lock(mu_);
   prune_locked();

@@ -29,7 +29,8 @@ std::unique_ptr<pjrt::LoadedExecutable> exe;
 std::unique_ptr<pjrt::Buffer> input;
 std::atomic<int> waits{0};
 
-void launch_from_another_thread() {
+void launch_from_another_thread(const pjrt::Buffer& promised) {
+  EXPECT_EQ(&promised, pending.get());  // the waiter is told which buffer is wanted
   ++waits;
   std::thread([] {
     const auto& client = testing::cpu_client();

@@ -10,6 +10,10 @@
 #include "aten/tensor_access.h"
 #include "device/allocator.h"
 #include "device/current_device.h"
+#include "exec/execution_mode.h"
+#include "exec/executor.h"
+#include "exec/fused_graph.h"
+#include "exec/fused_graphs.h"
 
 namespace tpu::aten {
 namespace {
@@ -50,6 +54,16 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::opti
 }
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
+  // One element filled outside a recording - the seed of every loss.backward() - is uploaded as
+  // the storage's new buffer: no program launch, and nothing for the backward to wait for. Not
+  // while a compiled graph is captured on the device (by any thread: under a StrictScope around a
+  // collective, or another rank thread's work), nor into a storage a deferred graph tracks: a host
+  // write there would cut the capture, which is then recorded again on every call.
+  if (self.numel() == 1 && exec::eager_mode() != exec::EagerMode::kFused && covers_storage(self) &&
+      !storage(self).tracked() && !exec::Executor::get().fused().of(tpu_index(self)).capturing()) {
+    self.copy_(at::scalar_tensor(value, self.options().device(at::kCPU)).reshape(self.sizes()));
+    return self;
+  }
   OpRunner r("full", "aten::fill_");
   r.scalar(value, self.scalar_type());
   r.attrs().set_ints("shape", std::vector<int64_t>(self.sizes().begin(), self.sizes().end()));

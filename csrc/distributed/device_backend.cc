@@ -151,16 +151,12 @@ void DeviceBackend::Group::launch_program(runtime::Launch part, const std::strin
   }
   // Its own pair of meets, numbered like a collective's (every rank launches the same programs
   // and collectives in the same order).
-  Part p;
+  uint64_t round = 0;
   {
     std::lock_guard<std::recursive_mutex> lock(owner_.mu_);
-    p.round = kMeetsPerCollective * owner_.seq_++;
+    round = kMeetsPerCollective * owner_.seq_++;
   }
-  p.signature = program;
-  p.what = "a program with collectives";
-  p.where = owner_.where(p.what);
-  p.timeout = owner_.timeout_;
-  p.program = true;
+  Part p = meet_plan(round, program, "a program with collectives", true);
   // Launched by the device's group launcher: this rank records on while the ranks meet. Its
   // outputs count as held while defined, as a queued launch's do (the next program may donate
   // one: PJRT orders the two).
@@ -176,14 +172,19 @@ void DeviceBackend::Group::launch_program(runtime::Launch part, const std::strin
 void DeviceBackend::Group::launch(runtime::Launch launch) const {
   // After the programs this rank has handed to the group launcher: their meets come first.
   runtime::GroupLauncher::of(launch.device).drain();
+  launch_part(launch, meet_plan(round, signature, what, /*program=*/false));
+}
+
+DeviceBackend::Group::Part DeviceBackend::Group::meet_plan(uint64_t round, std::string signature,
+                                                           const char* what, bool program) const {
   Part p;
   p.round = round;
-  p.signature = signature;
+  p.signature = std::move(signature);
   p.what = what;
   p.where = owner_.where(what);
   p.timeout = owner_.timeout_;
-  p.program = false;  // one collective's launch
-  launch_part(launch, p);
+  p.program = program;
+  return p;
 }
 
 void DeviceBackend::Group::launch_part(runtime::Launch& launch, const Part& p) const {

@@ -143,6 +143,7 @@ class DeviceBackend : public TpuBackend {
       std::chrono::milliseconds timeout{0};
       bool program = false;
     };
+    Part meet_plan(uint64_t round, std::string signature, const char* what, bool program) const;
     // Awaits the device's previous collective, meets, launches, meets again.
     void launch_part(runtime::Launch& launch, const Part& p) const;
 

@@ -56,7 +56,7 @@ GroupLauncher& GroupLauncher::of(int device) {
   std::lock_guard<std::mutex> lock(g_launchers_mu);
   GroupLauncher*& slot = launchers()[device];
   if (slot == nullptr) {
-    slot = new GroupLauncher(device);
+    slot = new GroupLauncher();
     static const bool registered = [] {
       std::atexit(&GroupLauncher::drain_all);  // before the plugin's static destructors
       return true;

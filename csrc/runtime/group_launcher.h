@@ -50,10 +50,9 @@ class GroupLauncher {
   static void await_resolved(const pjrt::Buffer& buffer);
 
  private:
-  explicit GroupLauncher(int device) : device_(device) {}
+  GroupLauncher() = default;
   void loop();
 
-  const int device_;
   std::mutex mu_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;

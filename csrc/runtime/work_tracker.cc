@@ -75,7 +75,7 @@ void WorkTracker::note_error(const std::string& message) {
 void WorkTracker::synchronize() {
   profiler::HostSpan span("wait");
   flush_pending_work_on(device_);
-  GroupLauncher::of(device_).drain();  // its launches may wait for the queue's: drained first
+  if (GroupLauncher::any_pending()) GroupLauncher::of(device_).drain();  // may wait for the queue's: first
   LaunchQueue::get().drain();
   std::deque<Item> items;
   {
@@ -114,7 +114,7 @@ bool WorkTracker::idle() {
 
 std::vector<std::shared_ptr<pjrt::Event>> WorkTracker::pending() {
   flush_pending_work_on(device_);
-  GroupLauncher::of(device_).drain();  // its launches may wait for the queue's: drained first
+  if (GroupLauncher::any_pending()) GroupLauncher::of(device_).drain();  // may wait for the queue's: first
   LaunchQueue::get().drain();
   std::lock_guard<std::mutex> lock(mu_);
   prune_locked();

@@ -1,0 +1,58 @@
+"""A one-element fill_ outside a recording (the seed ``ones_like(loss)`` of every ``backward()``) is
+an upload of the value as the tensor's buffer, not a program launch; views, larger tensors and
+Fused Eager's recording keep the program. Values and dtype conversions are checked against the
+same fill on the CPU."""
+
+import pytest
+import torch
+
+import torch_tpu  # noqa: F401
+from torch_tpu.execution_mode import EagerMode, mode
+
+
+def executions():
+    return torch.tpu.compilation_cache_stats()["executions"]
+
+
+@pytest.mark.parametrize("dtype,value", [(torch.float32, 3.5), (torch.int64, 2.7), (torch.bool, 2),
+                                         (torch.bfloat16, 1.0 / 3), (torch.float16, -7)])
+@pytest.mark.parametrize("shape", [(), (1,), (1, 1)])
+def test_one_element_fill_launches_no_program(dtype, value, shape):
+    t = torch.empty(shape, dtype=dtype, device="tpu")
+    before = executions()
+    t.fill_(value)
+    assert executions() == before
+    assert t.cpu().equal(torch.empty(shape, dtype=dtype).fill_(value))
+
+
+def test_backward_seed_and_zero_launch_no_program():
+    x = torch.randn(4, device="tpu", requires_grad=True)
+    loss = (x * x).sum()
+    before = executions()
+    seed = torch.ones_like(loss)
+    count = torch.zeros((), dtype=torch.int32, device="tpu")
+    assert executions() == before
+    loss.backward(seed)
+    torch.testing.assert_close(x.grad.cpu(), 2 * x.detach().cpu())
+    assert seed.item() == 1.0 and count.item() == 0
+
+
+def test_a_one_element_view_and_larger_tensors_are_filled_by_the_program():
+    base = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    t = base.to("tpu")
+    before = executions()
+    t[1, 2].fill_(-1.0)  # a view inside a larger buffer: written in place by a program
+    t2 = torch.empty(3, device="tpu").fill_(4.0)
+    assert executions() == before + 2
+    base[1, 2] = -1.0
+    assert t.cpu().equal(base)
+    assert t2.cpu().equal(torch.full((3,), 4.0))
+
+
+def test_fused_eager_records_a_one_element_fill():
+    with mode(EagerMode.FUSED):
+        before = torch.tpu.compilation_cache_stats()["fused_ops_recorded"]
+        t = torch.empty((), device="tpu").fill_(2.0)
+        u = t * 3
+        assert torch.tpu.compilation_cache_stats()["fused_ops_recorded"] >= before + 2
+        assert u.item() == 6.0

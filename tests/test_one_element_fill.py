@@ -56,3 +56,37 @@ def test_fused_eager_records_a_one_element_fill():
         u = t * 3
         assert torch.tpu.compilation_cache_stats()["fused_ops_recorded"] >= before + 2
         assert u.item() == 6.0
+
+
+def test_a_fill_while_another_thread_captures_on_the_device_keeps_the_program():
+    import threading
+
+    from torch_tpu import _C
+
+    x = torch.arange(4, dtype=torch.float32)
+    tx = x.to("tpu")
+    recorded, filled, result = threading.Event(), threading.Event(), {}
+
+    def capture():
+        _C._capture_begin(True, 0)
+        try:
+            y = tx * 2
+            recorded.set()
+            filled.wait(timeout=60)
+            z = y + 1
+        finally:
+            result["graph"] = _C._capture_end([tx], [z])
+        result["z"] = z
+
+    thread = threading.Thread(target=capture)
+    thread.start()
+    assert recorded.wait(timeout=60)
+    t = torch.empty((), device="tpu")
+    before = executions()
+    t.fill_(5.0)  # a host write now could cut the other thread's capture: the program fills it
+    assert executions() == before + 1
+    filled.set()
+    thread.join(timeout=60)
+    assert result["graph"].replayable, result["graph"].reason
+    assert result["z"].cpu().equal(x * 2 + 1)
+    assert t.item() == 5.0

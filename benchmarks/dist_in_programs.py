@@ -18,8 +18,10 @@ Contenders, interleaved round by round in one run (same model, same data):
   * eager cut   - every collective cuts the graph and runs as a program of its own: for tp the
                   TORCH_TPU_DIST_CUT_COLLECTIVES behaviour (the graph is recorded again per
                   call), for fsdp the step outside spmd_safe (Fused Eager's default).
-Reported per contender: median step time, collectives launched as programs of their own per
-rank and step, and executions (programs run, all ranks) per step. On the XLA CPU plugin the
+Each rank count runs in a child process with one device per rank, as a job of that size would
+(the XLA CPU plugin keeps a compute thread per device). Reported per contender: median step time,
+collectives launched as programs of their own per rank and step, and executions (programs run,
+all ranks) per step. On the XLA CPU plugin the
 ranks share this machine's cores and a collective is a memory copy between threads: the gain is
 in host work (no re-recording, fewer launches and meets), not in overlapped communication.
 """
@@ -184,6 +186,46 @@ def _rank(rank, world_size, args, workload, out):
                  for name in CONTENDERS}
 
 
+def _measure(args, workload, ranks):
+    """{contender: {step_s, eager_collectives, executions}} of `workload` on `ranks` rank threads
+    (in this process)."""
+    import torch_tpu
+    from torch_tpu.distributed import run_in_threads
+
+    out = [None] * ranks
+    # The FSDP2 step runs in Fused Eager (the mode is the process's: set around all ranks).
+    with torch_tpu.execution_mode.mode("fused") if workload != "tp" else contextlib.nullcontext():
+        run_in_threads(lambda r, w: _rank(r, w, args, workload, out), ranks, timeout=1800)
+    for o in out:  # same model, data and steps: the contenders' losses agree
+        got, want = o["in programs"]["warm_loss"], o["eager cut"]["warm_loss"]
+        if abs(got - want) > 1e-3 * abs(want):
+            raise SystemExit(f"{workload}/{ranks}: the contenders' losses differ after the warm-up "
+                             f"({got} vs {want})")
+    return {name: {"step_s": statistics.median(o[name]["step_s"] for o in out),
+                   "eager_collectives": out[0][name]["eager_collectives"],
+                   "executions": out[0][name]["executions"]} for name in CONTENDERS}
+
+
+def _measure_in_own_process(args, ranks):
+    """{workload: _measure(...)} for every workload on `ranks` ranks, run by a child process with
+    one device per rank. The XLA CPU plugin runs a thread per device in its compute pool (so that
+    every device's part of a collective program can run at once): measured in a process made for
+    more ranks, the extra threads would share the cores with the run."""
+    import json
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "result.json")
+        cmd = [sys.executable, os.path.abspath(__file__), "--workloads", *args.workloads, "--ranks", str(ranks),
+               "--dim", str(args.dim), "--batch", str(args.batch), "--rounds", str(args.rounds),
+               "--steps", str(args.steps), "--no-write", "--result-json", path]
+        env = dict(os.environ, TORCH_TPU_CPU_DEVICE_COUNT=str(ranks))
+        subprocess.run(cmd, env=env, check=True, timeout=3600)
+        with open(path) as f:
+            return json.load(f)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workloads", nargs="+", choices=sorted(WORKLOADS), default=list(WORKLOADS))
@@ -193,45 +235,47 @@ def main():
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--no-write", action="store_true", help="print only (no results files)")
+    parser.add_argument("--result-json", help=argparse.SUPPRESS)  # a child's results (one rank count)
     args = parser.parse_args()
-    os.environ.setdefault("TORCH_TPU_CPU_DEVICE_COUNT", str(max(args.ranks)))
 
     import torch  # noqa: F401
     import torch._dynamo  # noqa: F401  (resolved before the ranks start)
-    import torch_tpu
+
+    if args.result_json:  # a child: one rank count, one device per rank
+        import json
+
+        (ranks,) = args.ranks
+        os.environ.setdefault("TORCH_TPU_CPU_DEVICE_COUNT", str(ranks))
+        results = {workload: _measure(args, workload, ranks) for workload in args.workloads}
+        with open(args.result_json, "w") as f:
+            json.dump(results, f)
+        return
 
     import _results
-    from torch_tpu.distributed import run_in_threads
 
     rows = [["step", "ranks", "contender", "step (ms, median)", "vs eager cut", "eager collectives / rank / step",
              "executions / step (all ranks)"]]
     summary = {}
+    measured = {}
+    for ranks in args.ranks:
+        print(f"{ranks} ranks: {', '.join(args.workloads)} (a process with {ranks} devices) ...", flush=True)
+        measured[ranks] = _measure_in_own_process(args, ranks)
     for workload in args.workloads:
         for ranks in args.ranks:
-            out = [None] * ranks
-            # The FSDP2 step runs in Fused Eager (the mode is the process's: set around all ranks).
-            with torch_tpu.execution_mode.mode("fused") if workload != "tp" else contextlib.nullcontext():
-                run_in_threads(lambda r, w: _rank(r, w, args, workload, out), ranks, timeout=1800)
-            for o in out:  # same model, data and steps: the contenders' losses agree
-                got, want = o["in programs"]["warm_loss"], o["eager cut"]["warm_loss"]
-                if abs(got - want) > 1e-3 * abs(want):
-                    raise SystemExit(f"{workload}/{ranks}: the contenders' losses differ after the warm-up "
-                                     f"({got} vs {want})")
-            base = statistics.median(o["eager cut"]["step_s"] for o in out)
+            result = measured[ranks][workload]
+            base = result["eager cut"]["step_s"]
             for name in CONTENDERS:
-                step = statistics.median(o[name]["step_s"] for o in out)
-                summary[f"{workload}/{ranks}/{name}"] = {
-                    "step_s": step, "eager_collectives": out[0][name]["eager_collectives"],
-                    "executions": out[0][name]["executions"]}
-                rows.append([workload, ranks, name, f"{step * 1e3:.1f}", f"{base / step:.2f}x",
-                             f"{out[0][name]['eager_collectives']:.0f}", f"{out[0][name]['executions']:.0f}"])
-            print(" | ".join(str(c) for c in rows[-2]), "\n" + " | ".join(str(c) for c in rows[-1]), flush=True)
+                r = result[name]
+                summary[f"{workload}/{ranks}/{name}"] = r
+                rows.append([workload, ranks, name, f"{r['step_s'] * 1e3:.1f}", f"{base / r['step_s']:.2f}x",
+                             f"{r['eager_collectives']:.0f}", f"{r['executions']:.0f}"])
     for row in rows:
         print(" | ".join(str(c) for c in row))
     if not args.no_write:
         _results.write("dist_in_programs", "Collectives inside programs: tensor-parallel and FSDP2 Llama steps",
                        {"args": vars(args), "results": summary}, rows,
-                       notes=[f"Ranks as threads (one XLA CPU device each, sharing {os.cpu_count()} cores), Llama "
+                       notes=[f"Ranks as threads (one XLA CPU device each, sharing {os.cpu_count()} cores; each rank count "
+                              "measured in a process of its own with one device per rank), Llama "
                               f"dim {args.dim} (2 layers), batch {args.batch} per step (tp: the same on every rank; "
                               "fsdp: each rank its own), seq 32; ratio = eager-cut step time / step time (higher is "
                               "faster).",

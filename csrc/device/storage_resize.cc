@@ -13,8 +13,11 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_nbytes) {
   const size_t old_nbytes = s.nbytes();
   if (new_nbytes == old_nbytes) return;
   allocator().check_growth(s.device(), old_nbytes, new_nbytes);
-  auto contents = s.contents();
-  if (new_nbytes == 0 || contents.buffer == nullptr) {
+  // Freed (FSDP2 frees its unsharded parameters this way after each use): the old contents are
+  // not needed, so a pending Fused graph that writes them is not run for it - it forgets the
+  // storage (ops it recorded read their values inside the graph; it keeps the buffers it binds).
+  auto contents = new_nbytes == 0 ? runtime::DeviceStorage::Contents{} : s.contents();
+  if (contents.buffer == nullptr) {
     s.clear();
   } else {
     // Keep the common prefix of the bytes: read the old buffer as bytes, pad or cut.

@@ -16,7 +16,7 @@ times single runs to completion (`block_until_ready`), and the medians are repor
 
 import argparse
 import glob
-import json
+import logging
 import os
 import re
 import statistics
@@ -41,34 +41,32 @@ def _dump_programs(spec, out_dir, steps=3):
         "zoo.Contender('compiled', model, inputs, target, loss_fn).run(%d)\n" % (HERE, spec, steps))
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, TORCH_TPU_DUMP_HLO=out_dir, TORCH_TPU_CACHE_DIR=cache, HF_HUB_OFFLINE="1")
-        subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=1200,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        done = subprocess.run([sys.executable, "-c", code], env=env, timeout=1200, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"{spec}: the compiled step failed:\n{done.stderr[-3000:]}")
     files = sorted(glob.glob(os.path.join(out_dir, "*.mlir")), key=os.path.getmtime)
     texts = [open(f).read() for f in files]
     return [t for t in texts if len(t) >= MIN_TEXT]
 
 
 _DONATION = re.compile(r"\{(jax\.buffer_donor = true|tf\.aliasing_output = \d+ : i32)\}")
-_DTYPES = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16", "i64": "int64",
-           "i32": "int32", "i16": "int16", "i8": "int8", "ui8": "uint8", "i1": "bool"}
-
-
 def _arguments(text, rng):
-    """Random host arrays for @main's parameters (integers and booleans: zeros, a valid index)."""
-    import numpy as np
+    """Random host arrays for @main's parameters (read as `stablehlo_op` reads them; integers and
+    booleans: zeros, a valid index)."""
     import ml_dtypes
+    import numpy as np
+    import torch
+    from torch_tpu.kernels.stablehlo_op import main_signature
 
-    sig = re.search(r"func\.func (?:public )?@main\((.*?)\)\s*->", text, re.S).group(1)
     arrays = []
-    for t in re.findall(r"tensor<([^>]*)>", sig):
-        parts = t.split("x")
-        shape = [int(p) for p in parts[:-1]]
-        dtype = _DTYPES[parts[-1]]
-        if dtype.startswith("float") or dtype == "bfloat16":
-            np_dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
-            arrays.append((rng.standard_normal(shape) * 0.1).astype(np_dtype))
+    for shape, dtype in main_signature(text)[0]:
+        if dtype.is_floating_point:
+            values = rng.standard_normal(shape) * 0.1
+            np_dtype = ml_dtypes.bfloat16 if dtype == torch.bfloat16 else torch.empty(0, dtype=dtype).numpy().dtype
+            arrays.append(values.astype(np_dtype))
         else:
-            arrays.append(np.zeros(shape, np.dtype(dtype)))
+            arrays.append(torch.zeros(shape, dtype=dtype).numpy())
     return arrays
 
 
@@ -82,6 +80,7 @@ def _devices(plugin_path):
         from jax._src import xla_bridge
 
         jax.config.update("jax_enable_x64", True)
+        logging.getLogger(xla_bridge.__name__).setLevel(logging.ERROR)  # "platform is experimental"
         xla_bridge.register_plugin("torch_tpu_plugin", library_path=plugin_path,
                                    options={"cpu_device_count": 1, "asynchronous": True})
         _DEVICES.update(plugin=jax.devices("torch_tpu_plugin")[0], jaxlib=jax.devices("cpu")[0])

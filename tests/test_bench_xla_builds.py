@@ -16,8 +16,7 @@ SCRIPT = os.path.join(ROOT, "benchmarks", "xla_builds.py")
 # What TORCH_TPU_DUMP_HLO writes for a compiled graph, in miniature: a donated input, an integer
 # input, a product and a sum.
 PROGRAM = """module @probe {
-  func.func public @main(%arg0: tensor<8x16xf32> {tf.aliasing_output = 0 : i32}, %arg1: tensor<16x4xf32>,
-                         %arg2: tensor<8xi64>) -> (tensor<8x16xf32>, tensor<8x4xf32>, tensor<8xi64>) {
+  func.func public @main(%arg0: tensor<8x16xf32> {tf.aliasing_output = 0 : i32}, %arg1: tensor<16x4xf32>, %arg2: tensor<8xi64>) -> (tensor<8x16xf32>, tensor<8x4xf32>, tensor<8xi64>) {
     %0 = stablehlo.add %arg0, %arg0 : tensor<8x16xf32>
     %1 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
     %2 = stablehlo.add %arg2, %arg2 : tensor<8xi64>

@@ -17,7 +17,7 @@ def faults():
 for i in range(6):  # the heap settles (the first blocks are split by smaller allocations)
     x = torch.full((n,), float(i)); del x
 before = faults()
-for i in range(4):
+for i in range(8):  # eight reuses: one block faulted in again by chance stays far below release's count
     x = torch.full((n,), float(i))
     assert x[-1].item() == i
     del x
@@ -34,11 +34,11 @@ def page_faults(policy):
 
 def test_kept_pages_are_not_faulted_in_again():
     release = page_faults("release")
-    # Now and then (about one process in six here) a block or two are faulted in again even so -
+    # In many processes (7 of 10 on 2026-12-06) one or more blocks are faulted in again even so -
     # most likely the main heap could not grow in place where address-space randomisation put a
     # neighbouring mapping, so glibc mapped the extension apart: the policy shows in the best of
-    # three processes.
-    keep = min(page_faults("keep") for _ in range(3))
+    # five processes.
+    keep = min(page_faults("keep") for _ in range(5))
     # release: every 48 MB block is a fresh mapping (~12k page faults each); keep: the blocks of
     # this (the main) thread's heap are reused. (Threads with an arena of their own still unmap
     # a secondary heap once it is empty: see runtime/host_pages.h.)

@@ -20,15 +20,23 @@ Contenders, interleaved round by round in one run (same model, same data):
                   call), for fsdp the step outside spmd_safe (Fused Eager's default).
 Each rank count runs in a child process with one device per rank, as a job of that size would
 (the XLA CPU plugin keeps a compute thread per device). Reported per contender: median step time,
-collectives launched as programs of their own per rank and step, and executions (programs run,
-all ranks) per step. On the XLA CPU plugin the
-ranks share this machine's cores and a collective is a memory copy between threads: the gain is
-in host work (no re-recording, fewer launches and meets), not in overlapped communication.
+collectives launched as programs of their own per rank and step, executions (programs run, all
+ranks) per step, and the collective time per rank and step with its share of the step. The
+collective time is measured over a few more steps under the profiler, from the runs of the
+programs that hold collectives (eager ones, or graphs with collectives inside): the wait for the
+last rank to launch its part (from the trace's device events: every collective of a launch meets
+all ranks' parts), plus the collective thunks' own time inside the program, from XLA's per-thunk
+trace of the same program (dumped with TORCH_TPU_DUMP_HLO) replayed on as many devices of
+jaxlib's CPU client, all parts launched together (collective_thunks.py; the plugin itself has no
+profiler extension). On the XLA CPU plugin the ranks share this machine's cores and a collective
+is a memory copy between threads: the gain is in host work (no re-recording, fewer launches and
+meets), not in overlapped communication.
 """
 
 import argparse
 import contextlib
 import os
+import re
 import statistics
 import sys
 import threading
@@ -180,10 +188,41 @@ def _rank(rank, world_size, args, workload, out):
             times[name].append((time.perf_counter() - start) / args.steps)
             executions[name].append((torch.tpu.compilation_cache_stats()["executions"] - ex0) / args.steps)
             eager[name].append((_C._dist_collective_counts(rank)["launched"] - before) / args.steps)
+    launches = {}
+    for name in CONTENDERS:  # a few steps more under the profiler: the collective programs' runs
+        switch(name)
+        launches[name] = _profiled(rank, lambda: steps(name, args.steps))
     switch("in programs")
     out[rank] = {name: {"step_s": statistics.median(times[name]), "eager_collectives": statistics.median(eager[name]),
-                        "executions": statistics.median(executions[name]), "warm_loss": warm_loss[name]}
+                        "executions": statistics.median(executions[name]), "warm_loss": warm_loss[name],
+                        "launches": launches[name]}
                  for name in CONTENDERS}
+
+
+def _profiled(rank, run):
+    """Runs `run` on every rank under the profiler (started and stopped by rank 0, between
+    barriers); rank 0 returns the runs of programs with collectives, from the trace's device
+    events: [(launch_id, device, start_us, program name)]; the others return None."""
+    import json
+    import tempfile
+
+    import torch.distributed as dist
+    from torch.profiler import ProfilerActivity, profile
+
+    session = profile(activities=[ProfilerActivity.PrivateUse1]) if rank == 0 else contextlib.nullcontext()
+    with session:
+        dist.barrier()
+        run()  # ends with a read of the loss: this rank's programs have run
+        dist.barrier()
+    if rank != 0:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        session.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    return [(e["args"]["launch_id"], e["args"]["device"], e["ts"], e["args"].get("hlo", ""))
+            for e in events if e.get("cat") == "kernel" and "launch_id" in e.get("args", {})]
 
 
 def _measure(args, workload, ranks):
@@ -201,9 +240,39 @@ def _measure(args, workload, ranks):
         if abs(got - want) > 1e-3 * abs(want):
             raise SystemExit(f"{workload}/{ranks}: the contenders' losses differ after the warm-up "
                              f"({got} vs {want})")
-    return {name: {"step_s": statistics.median(o[name]["step_s"] for o in out),
-                   "eager_collectives": out[0][name]["eager_collectives"],
-                   "executions": out[0][name]["executions"]} for name in CONTENDERS}
+    result = {name: {"step_s": statistics.median(o[name]["step_s"] for o in out),
+                     "eager_collectives": out[0][name]["eager_collectives"],
+                     "executions": out[0][name]["executions"]} for name in CONTENDERS}
+    for name in CONTENDERS:
+        result[name].update(_collective_time(out[0][name]["launches"], ranks, args.steps))
+    return result
+
+
+def _collective_time(launches, ranks, steps):
+    """Collective time per rank and step in the profiled steps' programs with collectives
+    ({"collective_wait_ms", "collective_thunks_ms"}; the thunks' part is None without a dump of
+    the programs). Each launch of such a program runs on every rank's device, and its time in
+    collectives is (a) the wait for the last rank to launch its part - every collective
+    rendezvouses with it: the latest start minus this rank's, measured in the run - and (b) the
+    collective thunks' own time, from XLA's per-thunk trace of the same program replayed on as
+    many devices, all launched together (collective_thunks.py)."""
+    import collections
+
+    import collective_thunks
+
+    by_launch = collections.defaultdict(dict)
+    for launch_id, device, start_us, program in launches:
+        by_launch[launch_id][device] = (start_us, program)
+    complete = [parts for parts in by_launch.values() if len(parts) == ranks]  # all ranks' parts traced
+    wait_us = sum(max(s for s, _ in parts.values()) - s for parts in complete for s, _ in parts.values())
+    result = {"collective_wait_ms": wait_us / 1e3 / ranks / steps, "collective_thunks_ms": None}
+    dump = os.environ.get("TORCH_TPU_DUMP_HLO")
+    if dump:
+        programs = [next(iter(parts.values()))[1] for parts in complete]
+        paths = {p: os.path.join(dump, p + ".mlir") for p in set(programs)}
+        thunks = collective_thunks.measure_in_child(sorted(paths.values()), ranks)
+        result["collective_thunks_ms"] = sum(thunks[paths[p]]["collective_ms"] for p in programs) / steps
+    return result
 
 
 def _measure_in_own_process(args, ranks):
@@ -220,8 +289,16 @@ def _measure_in_own_process(args, ranks):
         cmd = [sys.executable, os.path.abspath(__file__), "--workloads", *args.workloads, "--ranks", str(ranks),
                "--dim", str(args.dim), "--batch", str(args.batch), "--rounds", str(args.rounds),
                "--steps", str(args.steps), "--no-write", "--result-json", path]
-        env = dict(os.environ, TORCH_TPU_CPU_DEVICE_COUNT=str(ranks))
-        subprocess.run(cmd, env=env, check=True, timeout=3600)
+        dump = os.path.join(tmp, "hlo")  # the programs it runs, for collective_thunks.py
+        os.mkdir(dump)
+        env = dict(os.environ, TORCH_TPU_CPU_DEVICE_COUNT=str(ranks), TORCH_TPU_DUMP_HLO=dump)
+        done = subprocess.run(cmd, env=env, timeout=3600, stderr=subprocess.PIPE, text=True)
+        # Kineto logs every start and stop of the profiler, and complains that rank 0's thread is
+        # not the one that registered it (harmless: the device events are the process's).
+        noise = re.compile(r"^(USDT:|ERROR: External init callback)")
+        sys.stderr.write("".join(line for line in done.stderr.splitlines(keepends=True) if not noise.match(line)))
+        if done.returncode != 0:
+            raise SystemExit(f"the {ranks}-rank run failed (exit status {done.returncode})")
         with open(path) as f:
             return json.load(f)
 
@@ -254,7 +331,7 @@ def main():
     import _results
 
     rows = [["step", "ranks", "contender", "step (ms, median)", "vs eager cut", "eager collectives / rank / step",
-             "executions / step (all ranks)"]]
+             "executions / step (all ranks)", "collective ms / rank / step (wait + XLA)", "collectives' share of the step"]]
     summary = {}
     measured = {}
     for ranks in args.ranks:
@@ -267,8 +344,11 @@ def main():
             for name in CONTENDERS:
                 r = result[name]
                 summary[f"{workload}/{ranks}/{name}"] = r
+                collective_ms = r["collective_wait_ms"] + (r["collective_thunks_ms"] or 0.0)
                 rows.append([workload, ranks, name, f"{r['step_s'] * 1e3:.1f}", f"{base / r['step_s']:.2f}x",
-                             f"{r['eager_collectives']:.0f}", f"{r['executions']:.0f}"])
+                             f"{r['eager_collectives']:.0f}", f"{r['executions']:.0f}",
+                             f"{collective_ms:.1f} ({r['collective_wait_ms']:.1f} + {r['collective_thunks_ms'] or 0.0:.1f})",
+                             f"{collective_ms / (r['step_s'] * 1e3):.0%}"])
     for row in rows:
         print(" | ".join(str(c) for c in row))
     if not args.no_write:
@@ -284,7 +364,14 @@ def main():
                               "fsdp: FSDP2 on every block and the root, AdamW, Fused Eager; in programs = the step "
                               "inside torch.tpu.distributed.spmd_safe, eager cut = the same step outside it.",
                               "fsdp_compiled: the same with every block compiled (block.compile(backend=\"tpu\")); "
-                              "FSDP2's collectives run in its hooks, between the compiled blocks."])
+                              "FSDP2's collectives run in its hooks, between the compiled blocks.",
+                              f"collective ms = wait + XLA over {args.steps} profiled steps per contender, in the runs "
+                              "of the programs that hold collectives (eager ones, or graphs with them inside): the "
+                              "wait for the last rank to launch its part (the trace's device events), plus the "
+                              "collective thunks' own time in the program (XLA's per-thunk trace of the same "
+                              "program replayed on as many devices of jaxlib's CPU client, all parts launched "
+                              "together: collective_thunks.py). Inside a program a collective thunk also waits "
+                              "for the other ranks' compute before it, on cores they share."])
 
 
 if __name__ == "__main__":

@@ -50,8 +50,8 @@ def _dump_programs(spec, out_dir, steps=3):
     return [t for t in texts if len(t) >= MIN_TEXT]
 
 
-_DONATION = re.compile(r"\{(jax\.buffer_donor = true|tf\.aliasing_output = \d+ : i32)\}")
-def _arguments(text, rng):
+DONATION = re.compile(r"\{(jax\.buffer_donor = true|tf\.aliasing_output = \d+ : i32)\}")
+def random_arguments(text, rng):
     """Random host arrays for @main's parameters (read as `stablehlo_op` reads them; integers and
     booleans: zeros, a valid index)."""
     import ml_dtypes
@@ -98,8 +98,8 @@ def _time_programs(texts, plugin_path, rounds, runs):
     devices = _devices(plugin_path)
     results = []
     for text in texts:
-        text = _DONATION.sub("", text)
-        host = _arguments(text, np.random.default_rng(0))
+        text = DONATION.sub("", text)
+        host = random_arguments(text, np.random.default_rng(0))
         runners, outputs = {}, {}
         for name, dev in devices.items():
             exe = dev.client.compile_and_load(text, xc.DeviceList((dev,)), xc.CompileOptions())

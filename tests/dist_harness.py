@@ -17,14 +17,14 @@ import torch.multiprocessing as mp
 def _child(fn, rank, world_size, store_path, backend, env, results, args, timeout):
     os.environ.update(env)
     os.environ["OMP_NUM_THREADS"] = "1"
-    import torch
-    import torch.distributed as dist
-
-    torch.set_num_threads(1)
-    import torch_tpu  # noqa: F401  (registers tpu_dist)
-
     status, payload = "ok", None
-    try:
+    try:  # an import that fails is reported too, not waited for until the timeout
+        import torch
+        import torch.distributed as dist
+
+        torch.set_num_threads(1)
+        import torch_tpu  # noqa: F401  (registers tpu_dist)
+
         store = dist.FileStore(store_path, world_size)
         dist.init_process_group(backend, rank=rank, world_size=world_size, store=store,
                                 timeout=datetime.timedelta(seconds=timeout))
@@ -69,6 +69,10 @@ def run_processes(fn, world_size=2, backend="tpu_dist", args=(), timeout=120, en
             except queue_module.Empty:
                 if expect_failure and all(not p.is_alive() for p in procs):
                     break
+                # A rank that died before it could report (e.g. its bootstrap failed to import the
+                # test's module: the traceback is on stderr) is not waited for until the timeout.
+                if not expect_failure and any(not p.is_alive() and p.exitcode != 0 for p in procs):
+                    break
     finally:
         for p in procs:
             p.join(timeout=max(0.0, min(10.0, deadline - time.monotonic())))
@@ -79,6 +83,8 @@ def run_processes(fn, world_size=2, backend="tpu_dist", args=(), timeout=120, en
     if expect_failure:
         return outcomes
     missing = [r for r in range(world_size) if r not in outcomes]
+    died = {r: procs[r].exitcode for r in missing if procs[r].exitcode not in (None, 0, -9)}
+    assert not died, f"rank(s) {sorted(died)} exited without a result (exit codes {died}; see stderr)"
     assert not missing, f"rank(s) {missing} did not finish within {timeout} s (killed)"
     errors = {r: o[1] for r, o in outcomes.items() if o[0] != "ok"}
     assert not errors, "\n".join(f"rank {r} failed:\n{tb}" for r, tb in errors.items())

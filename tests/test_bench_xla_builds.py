@@ -35,9 +35,9 @@ def load_script():
 
 def test_donation_is_removed_and_inputs_follow_the_signature():
     xb = load_script()
-    text = xb._DONATION.sub("", PROGRAM)
+    text = xb.DONATION.sub("", PROGRAM)
     assert "aliasing_output" not in text and "%arg0: tensor<8x16xf32> ," in text
-    args = xb._arguments(text, np.random.default_rng(0))
+    args = xb.random_arguments(text, np.random.default_rng(0))
     assert [(a.shape, str(a.dtype)) for a in args] == [((8, 16), "float32"), ((16, 4), "float32"), ((8,), "int64")]
     assert np.abs(args[0]).max() > 0 and not args[2].any()  # random floats, zero (valid) indices
 

@@ -115,6 +115,45 @@ def _outside_the_region(rank, world_size):
     return out, _delta(before)
 
 
+# A fresh process whose first launch is a program with collectives: nothing before it went
+# through the launch queue (the inputs are copies to the device, the ops are recorded).
+_FIRST_LAUNCH = """
+import sys, torch, torch_tpu
+import torch.distributed as dist
+from torch.tpu.distributed import spmd_safe
+from torch_tpu.distributed import run_in_threads
+
+def rank_fn(rank, world_size):
+    x = torch.full((4, 4), float(rank + 1)).to("tpu")
+    with spmd_safe():
+        y = x * 2
+        dist.all_reduce(y)
+        z = y + 1
+    return y.cpu(), z.cpu()
+
+with torch_tpu.execution_mode.mode("fused"):
+    results = run_in_threads(rank_fn, 2, timeout=60)
+want = torch.full((4, 4), 2.0 * (1 + 2))
+for y, z in results:
+    torch.testing.assert_close(y, want)
+    torch.testing.assert_close(z, want + 1)
+print("ok")
+"""
+
+
+def test_a_program_with_collectives_as_the_first_launch_of_the_process():
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TORCH_TPU_CPU_DEVICE_COUNT="2")
+    done = subprocess.run([sys.executable, "-c", _FIRST_LAUNCH], env=env, capture_output=True, text=True,
+                          timeout=240)
+    # (it read "a promised device buffer was never produced": the wait for a group launch's outputs
+    # was installed by the launch queue, which nothing had created yet)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
 def test_outside_the_region_each_collective_still_ends_the_graph():
     want = _cpu_reference(2, torch.float32)
     for rank, (out, counts) in enumerate(_fused(_outside_the_region)):

@@ -197,21 +197,23 @@ std::shared_ptr<pjrt::LoadedExecutable> ProgramCache::compile(const std::string&
   const bool traced = profiler::tracing();
   const int64_t start_ns = traced ? profiler::now_ns() : 0;
   const char* source = nullptr;  // "compile" or "disk" when the memory tier missed
+  // Named by its text's fingerprint (the dump's file name) before anyone shares it.
+  auto named = [&mlir](std::unique_ptr<pjrt::LoadedExecutable> exe) {
+    exe->set_name(cache::fingerprint(mlir).hex());
+    return exe;
+  };
   auto exe = executables_.get_or_compile(
       description,
       [&] {
         source = "compile";
-        if (!dump_dir_.empty()) {
-          std::ofstream(dump_dir_ + "/" + cache::fingerprint(mlir).hex() + ".mlir") << mlir;
-        }
         try {
-          return client.compile(mlir, options);
+          return named(client.compile(mlir, options));
         } catch (const std::exception& first) {
           // XLA CPU's JIT occasionally fails to link a module it just built ("Failed to
           // materialize symbols"); a second compile of the same module succeeds.
           if (std::string(first.what()).find("materialize symbols") != std::string::npos) {
             try {
-              return client.compile(mlir, options);
+              return named(client.compile(mlir, options));
             } catch (const std::exception&) {
             }
           }
@@ -220,8 +222,10 @@ std::shared_ptr<pjrt::LoadedExecutable> ProgramCache::compile(const std::string&
       },
       [&](const std::string& bytes) {
         source = "disk";
-        return client.deserialize(bytes);
+        return named(client.deserialize(bytes));
       });
+  // TORCH_TPU_DUMP_HLO: every program this process loads, compiled or from disk, once.
+  if (source != nullptr && !dump_dir_.empty()) std::ofstream(dump_dir_ + "/" + exe->name() + ".mlir") << mlir;
   if (traced) {
     if (source == nullptr) {
       profiler::sink().cache_hit(what, "memory");

@@ -40,11 +40,17 @@ class LoadedExecutable {
   // The compiled executable as bytes that Client::deserialize accepts.
   std::string serialize() const;
 
+  // What the program cache calls it (its text's fingerprint: the file TORCH_TPU_DUMP_HLO writes);
+  // set once, before the executable is shared. Traces name executions by it.
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+
  private:
   const PJRT_Api* api_;
   PJRT_LoadedExecutable* exe_;
   PJRT_Executable* executable_ = nullptr;
   size_t num_outputs_ = 0;
+  std::string name_;
 };
 
 }  // namespace tpu::pjrt

@@ -179,6 +179,8 @@ void TpuProfilerSession::processTrace(libkineto::ActivityLogger& logger,
       a.addMetadataQuoted("kind", kind);
       a.addMetadataQuoted("program", json_safe(program_name(label)));
       if (r.failed) a.addMetadata("failed", JsonNumber{"true"});
+      if (r.launch_id != 0) a.addMetadata("launch_id", number(r.launch_id));
+      if (!r.program.empty()) a.addMetadataQuoted("hlo", json_safe(r.program));
       logger.handleActivity(a);
     }
   }

@@ -67,7 +67,9 @@ std::string write_trace_file(const std::string& path, const Recorded& recorded, 
       devices.insert(r.device);
       events.push_back(event(r.label ? r.label : "program", "tpu_program", kDevicePidBase + r.device, 0,
                              r.start_ns, r.done_ns,
-                             "\"device\":" + std::to_string(r.device) + (r.failed ? ",\"failed\":true" : "")));
+                             "\"device\":" + std::to_string(r.device) + (r.failed ? ",\"failed\":true" : "") +
+                                 (r.launch_id != 0 ? ",\"launch_id\":" + std::to_string(r.launch_id) : "") +
+                                 (r.program.empty() ? "" : ",\"hlo\":" + json_string(r.program))));
     }
   }
   const int64_t host = static_cast<int64_t>(::getpid());

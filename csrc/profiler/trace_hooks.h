@@ -30,6 +30,9 @@ struct ExecutionRecord {
   // When the device began running it: set when a trace is taken (profiler/device_timeline.h).
   int64_t start_ns = 0;
   bool failed = false;
+  // A program with collectives: the id all ranks' parts of the launch share (0: none).
+  int launch_id = 0;
+  std::string program;  // the executable's name (the dumped text's file name); empty for none
 };
 
 class TraceSink {

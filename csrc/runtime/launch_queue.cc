@@ -44,6 +44,14 @@ void wait_for_launches(const pjrt::Buffer& promised) {
   GroupLauncher::await_resolved(promised);
 }
 
+// Installed when the library loads, not with the queue: a group launch may promise buffers (a
+// program with collectives as a process's first launch) before anything created the queue, and
+// a read of one must wait for it rather than find it unproduced.
+const bool kPromiseWaiterInstalled = [] {
+  pjrt::Buffer::set_promise_waiter(&wait_for_launches);
+  return true;
+}();
+
 // While profiling: reports the execution once its completion event is ready.
 void trace_execution(pjrt::Event& done, const Launch& launch, int64_t launch_ns) {
   profiler::ExecutionRecord record;
@@ -53,6 +61,8 @@ void trace_execution(pjrt::Event& done, const Launch& launch, int64_t launch_ns)
   // compiled graphs, collectives) belongs to the op running there now.
   record.correlation = launch.correlation ? launch.correlation : profiler::sink().current_correlation();
   record.launch_ns = launch_ns;
+  record.launch_id = launch.launch_id;
+  if (launch.exe) record.program = launch.exe->name();
   profiler::sink().execution_launched();
   try {
     done.on_ready([record](const pjrt::ErrorInfo* error) mutable {
@@ -77,7 +87,6 @@ LaunchQueue& LaunchQueue::get() {
 LaunchQueue::LaunchQueue() {
   const char* v = std::getenv("TORCH_TPU_LAUNCH_THREAD");
   inline_ = v != nullptr && std::strcmp(v, "0") == 0;
-  pjrt::Buffer::set_promise_waiter(&wait_for_launches);
   // A forked child has no launcher thread (and cannot use the parent's PJRT client): it runs
   // launches inline. The queue's lock is held across fork so the child never inherits it locked.
   pthread_atfork([] { get().mu_.lock(); }, [] { get().mu_.unlock(); },

@@ -268,7 +268,9 @@ def _collective_time(launches, ranks, steps):
     result = {"collective_wait_ms": wait_us / 1e3 / ranks / steps, "collective_thunks_ms": None}
     dump = os.environ.get("TORCH_TPU_DUMP_HLO")
     if dump:
+        # (a program the cache did not load - none today - has no text to replay: left out)
         programs = [next(iter(parts.values()))[1] for parts in complete]
+        programs = [p for p in programs if p and os.path.exists(os.path.join(dump, p + ".mlir"))]
         paths = {p: os.path.join(dump, p + ".mlir") for p in set(programs)}
         thunks = collective_thunks.measure_in_child(sorted(paths.values()), ranks)
         result["collective_thunks_ms"] = sum(thunks[paths[p]]["collective_ms"] for p in programs) / steps

@@ -141,17 +141,50 @@ print("ok")
 """
 
 
-def test_a_program_with_collectives_as_the_first_launch_of_the_process():
+def _in_a_fresh_process(script, timeout=300):
+    """Runs `script` in a new process with 2 devices; it prints "ok" when its checks held."""
     import os
     import subprocess
     import sys
 
     env = dict(os.environ, TORCH_TPU_CPU_DEVICE_COUNT="2")
-    done = subprocess.run([sys.executable, "-c", _FIRST_LAUNCH], env=env, capture_output=True, text=True,
-                          timeout=240)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+def test_a_program_with_collectives_as_the_first_launch_of_the_process():
     # (it read "a promised device buffer was never produced": the wait for a group launch's outputs
     # was installed by the launch queue, which nothing had created yet)
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+    _in_a_fresh_process(_FIRST_LAUNCH)
+
+
+# A fresh process (Dynamo not loaded yet) whose ranks' first torch.compile(backend="tpu") runs on
+# both rank threads at once, with a collective in the compiled function.
+_FIRST_COMPILE = """
+import sys, torch, torch_tpu
+import torch.distributed as dist
+from torch.distributed._functional_collectives import all_reduce
+from torch_tpu.distributed import run_in_threads
+
+assert "torch._dynamo" not in sys.modules
+
+def rank_fn(rank, world_size):
+    @torch.compile(backend="tpu")
+    def f(x):
+        return all_reduce(x * 2, "sum", dist.group.WORLD) + 1
+    x = torch.full((4,), float(rank + 1)).to("tpu")
+    return f(x).cpu()
+
+for got in run_in_threads(rank_fn, 2, timeout=120):
+    torch.testing.assert_close(got, torch.full((4,), 2.0 * (1 + 2) + 1))
+print("ok")
+"""
+
+
+def test_ranks_compiling_first_at_once_both_find_the_backend():
+    # (one rank failed with "AssertionError: duplicate name: tpu": Dynamo registers an entry point's
+    # backend on first lookup without a lock; run_in_threads now resolves it before the ranks start)
+    _in_a_fresh_process(_FIRST_COMPILE)
 
 
 def test_outside_the_region_each_collective_still_ends_the_graph():

@@ -14,7 +14,7 @@ torch.ones(1, device="tpu")  # starts the runtime, which sets the policy
 n = 12 * 1024 * 1024  # 48 MB blocks: above glibc's largest dynamic mmap threshold (32 MB)
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for i in range(6):  # the heap settles (the first blocks are split by smaller allocations)
+for i in range(12):  # the heap settles: small allocations land in the first freed blocks (2-3 of them)
     x = torch.full((n,), float(i)); del x
 before = faults()
 for i in range(8):  # eight reuses: one block faulted in again by chance stays far below release's count
@@ -34,11 +34,13 @@ def page_faults(policy):
 
 def test_kept_pages_are_not_faulted_in_again():
     release = page_faults("release")
-    # In many processes (7 of 10 on 2026-12-06) one or more blocks are faulted in again even so -
-    # most likely the main heap could not grow in place where address-space randomisation put a
-    # neighbouring mapping, so glibc mapped the extension apart: the policy shows in the best of
-    # five processes.
-    keep = min(page_faults("keep") for _ in range(5))
+    # Two things fault kept blocks in again that the policy does not govern. The heap settles: with
+    # 6 settling blocks, 7 processes in 10 faulted 1-3 of the measured ones (small allocations still
+    # split the blocks just freed, and the heap grew a few more times), with 12 none of 8 did. And
+    # the host may reclaim pages on its own: this test machine runs DAMON with a pageout scheme on
+    # physical memory (/sys/kernel/mm/damon), which now and then pages out a fresh process's pages
+    # within seconds (1 process in 4 faulted 5 of 8 blocks in again). So: the best of 3 processes.
+    keep = min(page_faults("keep") for _ in range(3))
     # release: every 48 MB block is a fresh mapping (~12k page faults each); keep: the blocks of
     # this (the main) thread's heap are reused. (Threads with an arena of their own still unmap
     # a secondary heap once it is empty: see runtime/host_pages.h.)

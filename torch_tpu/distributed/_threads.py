@@ -8,7 +8,6 @@ device is first used.
 """
 
 import datetime
-import sys
 import threading
 
 import torch
@@ -75,12 +74,12 @@ def _abandon_groups(why):
 
 def _resolve_compile_backend():
     """Dynamo registers a backend named by an entry point on first lookup, without a lock: two
-    ranks compiling at once would both register "tpu" and one would fail ("duplicate name").
-    Once Dynamo is loaded, resolve the name here, before the ranks start."""
-    if "torch._dynamo" in sys.modules:
-        from torch._dynamo.backends.registry import lookup_backend
+    ranks whose first torch.compile(backend="tpu") runs at once would both register "tpu" and one
+    would fail ("duplicate name"). So the name is resolved here, before the ranks start - which
+    loads Dynamo if nothing has yet (about 2 s, once a process)."""
+    from torch._dynamo.backends.registry import lookup_backend
 
-        lookup_backend("tpu")
+    lookup_backend("tpu")
 
 
 def run_in_threads(fn, world_size, args=(), timeout=60.0, backend="tpu_dist"):

@@ -269,11 +269,10 @@ def _collective_time(launches, ranks, steps):
     dump = os.environ.get("TORCH_TPU_DUMP_HLO")
     if dump:
         # (a program the cache did not load - none today - has no text to replay: left out)
-        programs = [next(iter(parts.values()))[1] for parts in complete]
-        programs = [p for p in programs if p and os.path.exists(os.path.join(dump, p + ".mlir"))]
-        paths = {p: os.path.join(dump, p + ".mlir") for p in set(programs)}
-        thunks = collective_thunks.measure_in_child(sorted(paths.values()), ranks)
-        result["collective_thunks_ms"] = sum(thunks[paths[p]]["collective_ms"] for p in programs) / steps
+        paths = [os.path.join(dump, next(iter(parts.values()))[1] + ".mlir") for parts in complete]
+        paths = [p for p in paths if os.path.exists(p)]
+        thunks = collective_thunks.measure_in_child(sorted(set(paths)), ranks)
+        result["collective_thunks_ms"] = sum(thunks[p]["collective_ms"] for p in paths) / steps
     return result
 
 
@@ -372,7 +371,8 @@ def main():
                               "wait for the last rank to launch its part (the trace's device events), plus the "
                               "collective thunks' own time in the program (XLA's per-thunk trace of the same "
                               "program replayed on as many devices of jaxlib's CPU client, all parts launched "
-                              "together: collective_thunks.py). Inside a program a collective thunk also waits "
+                              "together: collective_thunks.py; alone, so a lower bound of the time in the run). "
+                              "Inside a program a collective thunk also waits "
                               "for the other ranks' compute before it, on cores they share."])
 
 

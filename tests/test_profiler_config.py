@@ -68,6 +68,9 @@ def test_run_dir_gets_the_tpu_trace_named_by_host_and_rank(tmp_path):
     assert len(host) == len(runtime)
     assert sorted(e["name"] for e in programs) == sorted(e["name"].removeprefix("tpu::op ") for e in device)
     assert all(e["dur"] >= 0 and e["args"]["device"] == 0 for e in programs)
+    # Both traces name each execution's program the same way (the file TORCH_TPU_DUMP_HLO writes).
+    assert all(len(e["args"]["hlo"]) == 32 for e in programs)
+    assert sorted(e["args"]["hlo"] for e in programs) == sorted(e["args"]["hlo"] for e in device)
     assert any(e.get("ph") == "M" and e["args"]["name"] == "tpu:0" for e in events)
 
 

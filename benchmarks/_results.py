@@ -10,6 +10,25 @@ import torch
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
+def cpu_model():
+    """The CPU's model name and its widest vector units ("AMD EPYC (avx2)"): ratios against PyTorch's
+    CPU kernels move with them (Inductor and oneDNN use AVX-512 and AMX where there are)."""
+    name, flags = platform.processor() or "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    name = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+                    break
+    except OSError:
+        pass
+    units = [u for u in ("avx2", "avx512f", "amx_tile") if u in flags]
+    return f"{name} ({', '.join(units)})" if units else name
+
+
 def environment():
     import torch_tpu  # noqa: F401
 
@@ -19,6 +38,7 @@ def environment():
         "torch": torch.__version__,
         "python": platform.python_version(),
         "cpu_cores": os.cpu_count(),
+        "cpu": cpu_model(),
         "plugin": os.path.basename(props.plugin),
         "pjrt_api": props.pjrt_api_version,
         "device": props.name,
@@ -32,7 +52,7 @@ def write(name, title, data, table, notes=()):
     with open(os.path.join(RESULTS, name + ".json"), "w") as f:
         json.dump(data, f, indent=2)
     lines = [f"# {title}", "", f"Measured {data['environment']['date']} on {data['environment']['cpu_cores']} CPU "
-             f"cores, torch {data['environment']['torch']}, plugin {data['environment']['plugin']} "
+             f"cores ({data['environment']['cpu']}), torch {data['environment']['torch']}, plugin {data['environment']['plugin']} "
              f"(PJRT {data['environment']['pjrt_api']}).", ""]
     lines.append("| " + " | ".join(table[0]) + " |")
     lines.append("|" + "---|" * len(table[0]))

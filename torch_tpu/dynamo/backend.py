@@ -16,6 +16,7 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from .asserts import keep_asserts_without_message
 from .graph_runner import CompiledFxGraph
+from .scatter_sums import fold_scatter_sums
 
 # torch.compile's `mode=` values and `options=` keys are Inductor's. They are accepted and
 # do not change what this backend does; each distinct one is noted once.
@@ -33,6 +34,7 @@ def _note_unused(what: str) -> None:
 
 
 def _compile_graph(gm, example_inputs, kind):
+    fold_scatter_sums(gm)
     return CompiledFxGraph(gm, kind)
 
 

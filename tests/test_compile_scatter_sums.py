@@ -20,7 +20,7 @@ def _count(gm, targets):
     return sum(1 for n in gm.graph.nodes if n.op == "call_function" and n.target in targets)
 
 
-def _qkv(a, b, c):  # three [4, 5] gradients into a [3, 4, 5] tensor, as unbind(0)'s backward
+def _qkv(a, b, c):  # three [4, 5] gradients into a [3, 4, 5] tensor, as qkv[0], qkv[1], qkv[2]'s backward
     return (aten.select_backward(a, [3, 4, 5], 0, 0) + aten.select_backward(b, [3, 4, 5], 0, 1)
             + aten.select_backward(c, [3, 4, 5], 0, 2))
 

@@ -72,9 +72,9 @@ def fold_scatter_sums(gm) -> int:
         # Only the top of an add tree: an add whose single user is another add is part of it.
         if len(node.users) == 1 and next(iter(node.users)).target is _aten.add.Tensor:
             continue
-        terms = _terms(node, node)
-        parts = [(p, t) for p, t in ((_part(t), t) for t in terms) if p is not None]
-        dense = [t for t in terms if _part(t) is None]
+        terms = [(_part(t), t) for t in _terms(node, node)]
+        parts = [(p, t) for p, t in terms if p is not None]
+        dense = [t for p, t in terms if p is None]
         # With one other term d the sum is d + concatenation exactly (each element adds d to one
         # part's value and zeros); with more, regrouping them would change the rounding.
         if len(parts) < 2 or len(dense) > 1:
@@ -97,12 +97,12 @@ def fold_scatter_sums(gm) -> int:
                 at = end
             if at < sizes[dim]:
                 pieces.append(_zeros(graph, parts[0][4], sizes, dim, sizes[dim] - at))
-            cat = graph.call_function(_aten.cat.default, (pieces, dim))
+            total = graph.call_function(_aten.cat.default, (pieces, dim))
             if dense:
-                cat.meta["val"] = node.meta.get("val")
-                cat = graph.call_function(_aten.add.Tensor, (dense[0], cat))
-        cat.meta["val"] = node.meta.get("val")
-        node.replace_all_uses_with(cat)
+                total.meta["val"] = node.meta.get("val")
+                total = graph.call_function(_aten.add.Tensor, (dense[0], total))
+        total.meta["val"] = node.meta.get("val")
+        node.replace_all_uses_with(total)
         _erase_unused(graph, node)
         folded += 1
     if folded:

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "aten/tensor_access.h"
+#include "common/thread_name.h"
 #include "distributed/host_staging.h"
 #include "distributed/peer_status.h"
 #include "exec/execution_mode.h"
@@ -120,8 +121,14 @@ HostBackend::HostBackend(int rank, int size, std::chrono::milliseconds timeout,
   state_->check = check;
   state_->prefix = "on rank " + std::to_string(rank) + " of " + std::to_string(size) + " (host transport)";
   auto s = state_;
-  std::thread([s] { s->issue_loop(); }).detach();
-  std::thread([s] { s->complete_loop(); }).detach();
+  std::thread([s] {
+    name_this_thread("tpu_dist_issue");
+    s->issue_loop();
+  }).detach();
+  std::thread([s] {
+    name_this_thread("tpu_dist_done");
+    s->complete_loop();
+  }).detach();
 }
 
 HostBackend::~HostBackend() {

@@ -3,6 +3,8 @@
 #include <exception>
 #include <thread>
 
+#include "common/thread_name.h"
+
 namespace tpu::exec {
 
 BackgroundCompiles& BackgroundCompiles::get() {
@@ -18,7 +20,10 @@ void BackgroundCompiles::submit(const cache::Fingerprint& fp, std::function<void
   queue_.emplace_back(fp, std::move(job));
   if (!started_) {
     started_ = true;
-    std::thread([this] { work(); }).detach();
+    std::thread([this] {
+      name_this_thread("tpu_compile");
+      work();
+    }).detach();
   }
   queued_.notify_one();
 }

@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/thread_name.h"
+
 namespace tpu::host_kernels {
 namespace {
 
@@ -31,7 +33,10 @@ class Pool {
   Pool() {
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     for (unsigned i = 1; i < cores; ++i) {
-      std::thread([this] { work(); }).detach();  // lives as long as the process
+      std::thread([this] {  // lives as long as the process
+        name_this_thread("tpu_host_pool");
+        work();
+      }).detach();
     }
     workers_ = cores - 1;
   }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "common/thread_name.h"
 #include "runtime/blocking_wait.h"
 
 namespace tpu::runtime {
@@ -75,7 +76,10 @@ void GroupLauncher::push(std::function<void()> task) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!started_) {
     started_ = true;
-    std::thread thread([this] { loop(); });
+    std::thread thread([this] {
+      name_this_thread("tpu_group");
+      loop();
+    });
     thread_id_ = thread.get_id();
     thread.detach();
   }

@@ -9,6 +9,7 @@
 #include <exception>
 #include <optional>
 
+#include "common/thread_name.h"
 #include "profiler/trace_hooks.h"
 #include "runtime/blocking_wait.h"
 #include "runtime/group_launcher.h"
@@ -103,7 +104,10 @@ LaunchQueue::LaunchQueue() {
 
 void LaunchQueue::start_locked() {
   started_ = true;
-  std::thread launcher([this] { loop(); });
+  std::thread launcher([this] {
+    name_this_thread("tpu_launcher");
+    loop();
+  });
   launcher_id_ = launcher.get_id();
   launcher.detach();
   // Runs before the static destructors of everything loaded so far (the plugin included).

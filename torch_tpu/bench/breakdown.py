@@ -53,6 +53,7 @@ class Breakdown:
     programs: float  # device programs per step
     ops: float  # tpu kernels per step
     top_ops: list  # (name, ms per step, calls per step), top-level PyTorch ops by host time
+    threads: object = None  # threads.CpuUse of an unprofiled run of the same steps, where measured
 
     @property
     def host_bound(self) -> bool:
@@ -61,6 +62,7 @@ class Breakdown:
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["host_bound"] = self.host_bound
+        d["threads"] = self.threads.as_dict() if self.threads is not None else None
         return d
 
     def verdict(self) -> str:
@@ -95,6 +97,8 @@ class Breakdown:
             lines.append("  top PyTorch ops by host time (with everything under them):")
             for name, ms, calls in self.top_ops:
                 lines.append(f"    {name:<40}{ms:>9.3f} ms {calls:>7.1f} calls/step")
+        if self.threads is not None:
+            lines.append(self.threads.table())
         lines.append(self.verdict())
         return "\n".join(lines)
 

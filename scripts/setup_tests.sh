@@ -19,6 +19,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The serving environment's packages (scripts/setup_serving.sh) need nothing from the torch_tpu
+# build: they install in the background while it compiles (the build is CPU-bound, the installs
+# mostly disk), which takes minutes off a cold set-up. Linking torch_tpu into it comes last.
+serve_log="$(mktemp)"
+"$root/scripts/setup_serving.sh" --packages-only >"$serve_log" 2>&1 &
+serve_pid=$!
+trap 'kill "$serve_pid" 2>/dev/null || true; rm -f "$serve_log"' EXIT
+
 "$root/scripts/setup.sh"
 py=.venv/bin/python
 req_hash="$(cat requirements.txt requirements-test.txt requirements-nodeps.txt | sha256sum | cut -c1-16)"
@@ -31,4 +39,10 @@ fi
 
 # Serving: vLLM's CPU build pins an older Transformers than requirements-test.txt, so it gets its
 # own environment (.venv-serve) that links the torch_tpu just built (scripts/setup_serving.sh).
+if ! wait "$serve_pid"; then
+  cat "$serve_log" >&2
+  echo "setup_tests: installing the serving environment's packages failed (above)" >&2
+  exit 1
+fi
+cat "$serve_log"
 "$root/scripts/setup_serving.sh"

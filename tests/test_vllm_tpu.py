@@ -65,6 +65,59 @@ def _greedy(prompts):
     return {"prompts": prompts, "max_tokens": MAX_TOKENS}
 
 
+# The jobs of the default-engine tests below. Each vLLM process spends ~20 s importing vLLM and
+# starting its engine, so the tests that use the same engine share one tpu run and one CPU run
+# (module fixtures); the generation test's jobs come first, so its compile counts are a fresh
+# engine's.
+STAGGERED_PROMPTS = PROMPTS + [[9, 8, 7, 6, 5, 4, 3], [44] * 20, [17, 71], list(range(3, 73))]
+STAGGERED_COUNTS = [3, 8, 5, 6, 8, 4, 8]
+SAMPLED = {"prompts": PROMPTS, "max_tokens": MAX_TOKENS, "temperature": 0.8, "top_p": 0.9, "seed": 7}
+RULE_PROMPTS = [[1, 5, 9, 42, 7, 5, 9], [3, 8, 100, 2, 17, 33, 64, 12, 90, 11, 4], [250, 6, 77]]
+RULES = [
+    {"repetition_penalty": 1.4, "frequency_penalty": 0.6, "presence_penalty": 0.3},
+    {"logit_bias": {"17": 5.0, "64": -100.0}, "min_tokens": 4, "stop_token_ids": [6, 168]},
+    {"allowed_token_ids": [9, 12, 77, 193, 203], "temperature": 1.0, "top_k": 1},
+]
+SEEDED = {"temperature": 1.0, "top_p": 0.9, "top_k": 50, "min_p": 0.01, "seed": 123}
+DEFAULT_ENGINE_JOBS = {
+    # test_generate_matches_transformers_and_vllm_cpu
+    "greedy": _greedy(PROMPTS),
+    "repeat": _greedy(PROMPTS),
+    "new_requests": _greedy(SAME_BUCKET),
+    "sample_a": SAMPLED,
+    "sample_b": SAMPLED,
+    # Seven requests over four sequence slots, finishing at different steps: later prompts are
+    # prefilled in the same steps as running decodes. The last one decodes past half of
+    # max_model_len (128).
+    "mixed": {"prompts": STAGGERED_PROMPTS, "max_tokens": STAGGERED_COUNTS},
+    # test_sampling_features_match_vllm_cpu
+    "rules": {"prompts": RULE_PROMPTS, "max_tokens": MAX_TOKENS, "logprobs": 3, "params": RULES},
+    "seeded_alone": {"prompts": [RULE_PROMPTS[0]], "max_tokens": MAX_TOKENS, "params": SEEDED},
+    "seeded_batched": {"prompts": RULE_PROMPTS, "max_tokens": MAX_TOKENS, "params": [SEEDED, {"temperature": 0.7}, {}]},
+    "other_seed": {"prompts": [RULE_PROMPTS[0]], "max_tokens": MAX_TOKENS, "params": {**SEEDED, "seed": 124}},
+}
+GENERATION_JOBS = ("greedy", "repeat", "new_requests", "sample_a", "sample_b", "mixed")
+CPU_REFERENCE_JOBS = ("greedy", "rules")
+
+
+def _named_jobs(model_dir, engine, tmp_path, names):
+    result = _run_vllm(model_dir, engine, tmp_path, [DEFAULT_ENGINE_JOBS[n] for n in names])
+    result["jobs"] = dict(zip(names, result["jobs"]))
+    return result
+
+
+@pytest.fixture(scope="module")
+def llama_tpu_run(tiny_llama, tmp_path_factory):
+    """vLLM on tpu with its default engine arguments, every job of DEFAULT_ENGINE_JOBS in order."""
+    return _named_jobs(tiny_llama[0], "tpu", tmp_path_factory.mktemp("vllm_tpu"), list(DEFAULT_ENGINE_JOBS))
+
+
+@pytest.fixture(scope="module")
+def llama_cpu_run(tiny_llama, tmp_path_factory):
+    """vLLM's own CPU engine on the jobs the tpu run is compared with."""
+    return _named_jobs(tiny_llama[0], "cpu", tmp_path_factory.mktemp("vllm_cpu"), CPU_REFERENCE_JOBS)
+
+
 def test_plugin_inactive_without_vllm_or_when_disabled(monkeypatch):
     """In an environment without vLLM (the main .venv) the plugin declines; so does
     TORCH_TPU_VLLM=0 anywhere."""
@@ -94,35 +147,27 @@ def test_plugin_selects_tpu_platform(tmp_path):
 
 
 @needs_serve
-def test_generate_matches_transformers_and_vllm_cpu(tiny_llama, tmp_path):
-    model_dir, model = tiny_llama
+def test_generate_matches_transformers_and_vllm_cpu(tiny_llama, llama_tpu_run, llama_cpu_run):
+    _, model = tiny_llama
     expected = [_transformers_greedy(model, p) for p in PROMPTS]
-    sampled = {"prompts": PROMPTS, "max_tokens": MAX_TOKENS, "temperature": 0.8, "top_p": 0.9, "seed": 7}
-    # Seven requests over four sequence slots, finishing at different steps: later prompts are
-    # prefilled in the same steps as running decodes.
-    # The last one decodes past half of max_model_len (128).
-    staggered_prompts = PROMPTS + [[9, 8, 7, 6, 5, 4, 3], [44] * 20, [17, 71], list(range(3, 73))]
-    staggered_counts = [3, 8, 5, 6, 8, 4, 8]
-    staggered = {"prompts": staggered_prompts, "max_tokens": staggered_counts}
-    tpu = _run_vllm(
-        model_dir, "tpu", tmp_path,
-        [_greedy(PROMPTS), _greedy(PROMPTS), _greedy(SAME_BUCKET), sampled, sampled, staggered],
-    )
+    tpu = llama_tpu_run
     assert tpu["device_type"] == "tpu"
     assert tpu["mode"] == "program"  # the default: each step is one compiled program
     assert tpu["fallbacks"] == {}
     # The tiny model's weights are below the packing threshold: XLA's dot, input-major.
     assert tpu["weight_layouts"] == {"input_major": 9}, tpu["weight_layouts"]
-    greedy, repeat, new_requests, sample_a, sample_b, mixed = tpu["jobs"]
-    for job in tpu["jobs"]:
+    jobs = tpu["jobs"]
+    for name in GENERATION_JOBS:
+        job = jobs[name]
         # One device program per step: nothing else runs on the device (input preparation and
         # sampling are inside it; the packed metadata upload is a transfer, not a program).
-        assert job["steps"] > 0 and job["executions"] == job["steps"], job
+        assert job["steps"] > 0 and job["executions"] == job["steps"], (name, job)
+    greedy, repeat, new_requests = jobs["greedy"], jobs["repeat"], jobs["new_requests"]
     # A steady stream: new requests in the same buckets compile and capture nothing new.
     assert new_requests["compiles"] == 0 and new_requests["programs"] == 0
     assert new_requests["tokens"] == [_transformers_greedy(model, p) for p in SAME_BUCKET]
-    assert mixed["tokens"] == [
-        _transformers_greedy(model, p, n) for p, n in zip(staggered_prompts, staggered_counts)
+    assert jobs["mixed"]["tokens"] == [
+        _transformers_greedy(model, p, n) for p, n in zip(STAGGERED_PROMPTS, STAGGERED_COUNTS)
     ]
     assert greedy["tokens"] == expected
     assert repeat["tokens"] == expected
@@ -131,13 +176,14 @@ def test_generate_matches_transformers_and_vllm_cpu(tiny_llama, tmp_path):
     # is captured - recorded, not compiled - when the repeat first meets it.)
     assert repeat["compiles"] == 0 and repeat["programs"] <= greedy["background_compiles"]
     # Sampling under a seed is reproducible and gives valid tokens.
-    assert sample_a["tokens"] == sample_b["tokens"]
+    sample_a = jobs["sample_a"]
+    assert sample_a["tokens"] == jobs["sample_b"]["tokens"]
     assert all(len(t) == MAX_TOKENS and all(0 <= x < 256 for x in t) for t in sample_a["tokens"])
 
-    cpu = _run_vllm(model_dir, "cpu", tmp_path, [_greedy(PROMPTS)])
+    cpu = llama_cpu_run
     assert cpu["device_type"] == "cpu"
-    assert cpu["jobs"][0]["tokens"] == expected
-    for got, ref in zip(greedy["logprobs"], cpu["jobs"][0]["logprobs"]):
+    assert cpu["jobs"]["greedy"]["tokens"] == expected
+    for got, ref in zip(greedy["logprobs"], cpu["jobs"]["greedy"]["logprobs"]):
         assert len(got) == len(ref) == MAX_TOKENS
         assert max(abs(a - b) for a, b in zip(got, ref)) < 1e-4
 
@@ -176,36 +222,25 @@ def test_vllm_mode_env_is_checked(monkeypatch):
 
 
 @needs_serve
-def test_sampling_features_match_vllm_cpu(tiny_llama, tmp_path):
+def test_sampling_features_match_vllm_cpu(llama_tpu_run, llama_cpu_run):
     """vLLM's sampling rules inside the tpu step program give vLLM's CPU engine's tokens and
     top log-probs: penalties, logit bias, min_tokens, allowed token ids, top-k 1 (a random row
     that must pick the greedy token). Seeded random sampling is reproducible across batch
     compositions, and the seed decides the draw."""
-    model_dir, _ = tiny_llama
-    prompts = [[1, 5, 9, 42, 7, 5, 9], [3, 8, 100, 2, 17, 33, 64, 12, 90, 11, 4], [250, 6, 77]]
-    rules = [
-        {"repetition_penalty": 1.4, "frequency_penalty": 0.6, "presence_penalty": 0.3},
-        {"logit_bias": {"17": 5.0, "64": -100.0}, "min_tokens": 4, "stop_token_ids": [6, 168]},
-        {"allowed_token_ids": [9, 12, 77, 193, 203], "temperature": 1.0, "top_k": 1},
-    ]
-    deterministic = {"prompts": prompts, "max_tokens": MAX_TOKENS, "logprobs": 3, "params": rules}
-    seeded = {"temperature": 1.0, "top_p": 0.9, "top_k": 50, "min_p": 0.01, "seed": 123}
-    alone = {"prompts": [prompts[0]], "max_tokens": MAX_TOKENS, "params": seeded}
-    batched = {"prompts": prompts, "max_tokens": MAX_TOKENS, "params": [seeded, {"temperature": 0.7}, {}]}
-    other_seed = {"prompts": [prompts[0]], "max_tokens": MAX_TOKENS, "params": {**seeded, "seed": 124}}
-    tpu = _run_vllm(model_dir, "tpu", tmp_path, [deterministic, alone, batched, other_seed])
-    cpu = _run_vllm(model_dir, "cpu", tmp_path, [deterministic])
+    tpu, cpu = llama_tpu_run, llama_cpu_run
     assert tpu["fallbacks"] == {}
-    got, ref = tpu["jobs"][0], cpu["jobs"][0]
+    got, ref = tpu["jobs"]["rules"], cpu["jobs"]["rules"]
     assert got["tokens"] == ref["tokens"]
-    allowed = set(rules[2]["allowed_token_ids"])
+    allowed = set(RULES[2]["allowed_token_ids"])
     assert set(got["tokens"][2]) <= allowed
     assert all(t not in (6, 168) for t in got["tokens"][1][:4])
     for steps_got, steps_ref in zip(got["top_logprobs"], ref["top_logprobs"]):
         for a, b in zip(steps_got, steps_ref):
             assert a.keys() == b.keys()
             assert max(abs(a[k] - b[k]) for k in a) < 1e-4
-    single, mixed, other = tpu["jobs"][1]["tokens"][0], tpu["jobs"][2]["tokens"][0], tpu["jobs"][3]["tokens"][0]
+    single = tpu["jobs"]["seeded_alone"]["tokens"][0]
+    mixed = tpu["jobs"]["seeded_batched"]["tokens"][0]
+    other = tpu["jobs"]["other_seed"]["tokens"][0]
     assert single == mixed  # same seed, same tokens, whatever else is in the batch
     assert single != other
 

@@ -23,12 +23,11 @@ a user's backward at exit does not hang the exit).
 
 import atexit
 import contextlib
-import os
 import threading
 
 import torch
 
-from . import _C
+from . import _C, _os_threads
 
 # An empty backward takes well under a millisecond; this only bounds a stuck device thread.
 _WAIT_S = 5.0
@@ -36,18 +35,10 @@ _WAIT_S = 5.0
 
 def _autograd_device_threads_started() -> bool:
     """Whether the engine's device threads exist (they start at the first device backward)."""
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
+    threads = _os_threads.listed()
+    if threads is None:
         return True  # cannot tell: drain anyway (starting the threads is cheap)
-    for tid in tasks:
-        try:
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                if f.read().startswith("pt_autograd_"):
-                    return True
-        except OSError:
-            continue
-    return False
+    return any(name.startswith("pt_autograd_") for _, name in threads)
 
 
 def _empty_backward_through_device_threads(num_devices: int) -> None:

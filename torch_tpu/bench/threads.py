@@ -22,6 +22,8 @@ import dataclasses
 import os
 import threading
 
+from .. import _os_threads
+
 STEP_THREAD = "the step's thread"
 UNNAMED = "unnamed threads (plugin workers, others)"
 _KNOWN = {
@@ -46,31 +48,24 @@ class _Sample:
 
 def available() -> bool:
     """Whether this system reports per-thread scheduler times (Linux with schedstat)."""
-    return os.path.exists(f"/proc/self/task/{threading.get_native_id()}/schedstat")
+    return os.path.exists(f"{_os_threads.TASKS}/{threading.get_native_id()}/schedstat")
 
 
 def snapshot() -> dict:
     """{thread id: _Sample} for every thread of this process now (empty where not available)."""
     out = {}
-    base = "/proc/self/task"
-    try:
-        tids = os.listdir(base)
-    except OSError:
-        return out
-    for tid in tids:
+    for tid, name in _os_threads.listed() or ():
         try:
-            with open(f"{base}/{tid}/comm") as f:
-                name = f.read().strip()
-            with open(f"{base}/{tid}/schedstat") as f:
+            with open(f"{_os_threads.TASKS}/{tid}/schedstat") as f:
                 cpu_ns, wait_ns = (int(v) for v in f.read().split()[:2])
             sleeps = 0
-            with open(f"{base}/{tid}/status") as f:
+            with open(f"{_os_threads.TASKS}/{tid}/status") as f:
                 for line in f:
                     if line.startswith("voluntary_ctxt_switches:"):
                         sleeps = int(line.split()[1])
         except (OSError, ValueError):
             continue  # the thread ended between the listing and the reads
-        out[int(tid)] = _Sample(name, cpu_ns, wait_ns, sleeps)
+        out[tid] = _Sample(name, cpu_ns, wait_ns, sleeps)
     return out
 
 

@@ -80,12 +80,18 @@ def test_platform_plugin_selects_tpu(tmp_path):
     code = ("from sglang.srt.platforms import current_platform as p; "
             "print(type(p).__name__, p.device_type, p.is_out_of_tree(), p.get_device(), p.get_default_attention_backend())")
     env = serve_env()
-    proc = subprocess.run([str(SERVE_PY), "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert proc.stdout.split()[-5:] == ["TpuSRTPlatform", "tpu", "True", "tpu", "tpu"]
-    off = subprocess.run([str(SERVE_PY), "-c", code], capture_output=True, text=True, timeout=300,
-                         env=dict(env, TORCH_TPU_SGLANG="0"), cwd=tmp_path)
-    assert "TpuSRTPlatform" not in off.stdout
+    # Both interpreters import SGLang (~12 s each here): they run side by side.
+    runs = [subprocess.Popen([str(SERVE_PY), "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=e, cwd=tmp_path, start_new_session=True)
+            for e in (env, dict(env, TORCH_TPU_SGLANG="0"))]
+    try:
+        (on_out, on_err), (off_out, _) = [run.communicate(timeout=300) for run in runs]
+    finally:
+        for run in runs:
+            _stop(run)
+    assert runs[0].returncode == 0, on_err[-4000:]
+    assert on_out.split()[-5:] == ["TpuSRTPlatform", "tpu", "True", "tpu", "tpu"]
+    assert "TpuSRTPlatform" not in off_out
 
 
 @needs_serve

@@ -20,6 +20,7 @@ pytest.importorskip("triton", reason="torchtitan 0.3 imports triton at start-up 
 
 from eco_titan_assets import interleave_for_ranks, make_documents, write_dataset, write_tokenizer  # noqa: E402
 from eco_titan_run import common_args, load_checkpoint_args, run_titan  # noqa: E402
+from side_by_side import side_by_side  # noqa: E402
 
 SEQ_LEN = 32
 STEPS = 3
@@ -119,15 +120,14 @@ def test_llama3_debugmodel_trains_on_tpu_like_cpu(titan):
               device="cpu", workdir=os.path.join(root, "llama_seed_work"), model_args=LLAMA3_ARGS)
     seed = os.path.join(seed_dump, "seed", "step-0")
 
-    def run(device):
+    def job(device):
         args = (common_args(titan["tokenizer"], titan["merged"], os.path.join(root, f"llama_{device}_run"),
                             seq_len=SEQ_LEN, local_batch=LOCAL_BATCH, global_batch=RANKS * LOCAL_BATCH,
                             steps=STEPS)
                 + load_checkpoint_args(seed))
-        return run_titan(args, device=device, workdir=os.path.join(root, f"llama_{device}_work"),
-                         model_args=LLAMA3_ARGS)
+        return (args,), dict(device=device, workdir=os.path.join(root, f"llama_{device}_work"), model_args=LLAMA3_ARGS)
 
-    cpu, result = run("cpu"), run("tpu")
+    cpu, result = side_by_side(run_titan, job("cpu"), job("tpu"))  # independent runs
     assert_trains(cpu, "cpu", 1)
     assert_trains(result, "tpu", 1)
     assert result["fallbacks"] == {}, result["fallbacks"]

@@ -17,6 +17,7 @@ import subprocess
 import pytest
 
 from serving_helpers import OFFLINE, SERVE_PY, free_port, needs_serve, save_tiny, serve_env, transformers_greedy, wait_healthy
+from side_by_side import side_by_side
 
 HELPER = pathlib.Path(__file__).with_name("vllm_generate.py")
 CLIENT = pathlib.Path(__file__).with_name("vllm_client.py")
@@ -67,8 +68,8 @@ def _greedy(prompts):
 
 # The jobs of the default-engine tests below. Each vLLM process spends ~20 s importing vLLM and
 # starting its engine, so the tests that use the same engine share one tpu run and one CPU run
-# (module fixtures); the generation test's jobs come first, so its compile counts are a fresh
-# engine's.
+# (module fixtures, the two processes side by side); the generation test's jobs come first, so its
+# compile counts are a fresh engine's.
 STAGGERED_PROMPTS = PROMPTS + [[9, 8, 7, 6, 5, 4, 3], [44] * 20, [17, 71], list(range(3, 73))]
 STAGGERED_COUNTS = [3, 8, 5, 6, 8, 4, 8]
 SAMPLED = {"prompts": PROMPTS, "max_tokens": MAX_TOKENS, "temperature": 0.8, "top_p": 0.9, "seed": 7}
@@ -100,22 +101,28 @@ GENERATION_JOBS = ("greedy", "repeat", "new_requests", "sample_a", "sample_b", "
 CPU_REFERENCE_JOBS = ("greedy", "rules")
 
 
-def _named_jobs(model_dir, engine, tmp_path, names):
-    result = _run_vllm(model_dir, engine, tmp_path, [DEFAULT_ENGINE_JOBS[n] for n in names])
-    result["jobs"] = dict(zip(names, result["jobs"]))
-    return result
+@pytest.fixture(scope="module")
+def llama_runs(tiny_llama, tmp_path_factory):
+    """vLLM on tpu with its default engine arguments, every job of DEFAULT_ENGINE_JOBS in order,
+    and vLLM's own CPU engine on the jobs it is compared with, side by side: {"tpu": ..., "cpu": ...}
+    with each result's jobs by name."""
+    names = {"tpu": list(DEFAULT_ENGINE_JOBS), "cpu": CPU_REFERENCE_JOBS}
+    results = side_by_side(_run_vllm, *[
+        ((tiny_llama[0], engine, tmp_path_factory.mktemp(f"vllm_{engine}"), [DEFAULT_ENGINE_JOBS[n] for n in jobs]), {})
+        for engine, jobs in names.items()])
+    for result, jobs in zip(results, names.values()):
+        result["jobs"] = dict(zip(jobs, result["jobs"]))
+    return dict(zip(names, results))
 
 
 @pytest.fixture(scope="module")
-def llama_tpu_run(tiny_llama, tmp_path_factory):
-    """vLLM on tpu with its default engine arguments, every job of DEFAULT_ENGINE_JOBS in order."""
-    return _named_jobs(tiny_llama[0], "tpu", tmp_path_factory.mktemp("vllm_tpu"), list(DEFAULT_ENGINE_JOBS))
+def llama_tpu_run(llama_runs):
+    return llama_runs["tpu"]
 
 
 @pytest.fixture(scope="module")
-def llama_cpu_run(tiny_llama, tmp_path_factory):
-    """vLLM's own CPU engine on the jobs the tpu run is compared with."""
-    return _named_jobs(tiny_llama[0], "cpu", tmp_path_factory.mktemp("vllm_cpu"), CPU_REFERENCE_JOBS)
+def llama_cpu_run(llama_runs):
+    return llama_runs["cpu"]
 
 
 def test_plugin_inactive_without_vllm_or_when_disabled(monkeypatch):
@@ -380,10 +387,9 @@ def test_qwen3_matches_transformers_and_vllm_cpu(tiny_qwen3, tmp_path):
     vLLM CPU's log-probabilities."""
     model_dir, model = tiny_qwen3
     expected = [_transformers_greedy(model, p) for p in PROMPTS]
-    tpu = _run_vllm(model_dir, "tpu", tmp_path, [_greedy(PROMPTS)])
+    tpu, cpu = side_by_side(_run_vllm, *[((model_dir, engine, tmp_path, [_greedy(PROMPTS)]), {}) for engine in ("tpu", "cpu")])
     assert tpu["fallbacks"] == {}
     assert tpu["jobs"][0]["tokens"] == expected
-    cpu = _run_vllm(model_dir, "cpu", tmp_path, [_greedy(PROMPTS)])
     assert cpu["jobs"][0]["tokens"] == expected
     for got, ref in zip(tpu["jobs"][0]["logprobs"], cpu["jobs"][0]["logprobs"]):
         assert max(abs(a - b) for a, b in zip(got, ref)) < 1e-4

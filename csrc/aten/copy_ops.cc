@@ -22,7 +22,7 @@ namespace {
 
 using runtime::DeviceStorage;
 
-std::vector<int64_t> dims_of(const at::Tensor& t) { return {t.sizes().begin(), t.sizes().end()}; }
+hlo::Dims dims_of(const at::Tensor& t) { return {t.sizes().begin(), t.sizes().end()}; }
 
 // A buffer with `t`'s elements, dense, in t's dtype and shape (maybe the storage's own).
 std::shared_ptr<pjrt::Buffer> dense_buffer(const at::Tensor& t) {
@@ -138,7 +138,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: undefined tensor");
   // The source broadcasts to the destination (ATen's copy_ checks this before any kernel, also
   // for empty tensors).
-  const std::vector<int64_t> broadcast = at::infer_size(dst.sizes(), self.sizes());
+  const at::DimVector broadcast = at::infer_size_dimvector(dst.sizes(), self.sizes());
   TORCH_CHECK(c10::IntArrayRef(broadcast) == dst.sizes(), "output with shape ", dst.sizes(),
               " doesn't match the broadcast shape ", c10::IntArrayRef(broadcast));
   if (dst.numel() == 0) return dst;

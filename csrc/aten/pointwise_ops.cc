@@ -315,12 +315,12 @@ void pointwise_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   // Compute dtype and result shape from the inputs.
   at::native::ResultTypeState state;
-  std::vector<int64_t> shape;
+  at::DimVector shape;  // inline: no allocation per op
   const int last_input = plan.out_index >= 0 ? plan.out_index : static_cast<int>(n);
   for (int i = 0; i < last_input; ++i) {
     const c10::IValue& v = ivalues[i];
     if (v.isNone()) continue;
-    if (v.isTensor()) shape = at::infer_size(shape, v.toTensor().sizes());
+    if (v.isTensor()) shape = at::infer_size_dimvector(shape, v.toTensor().sizes());
     if (!plan.promotes[i]) continue;
     state = v.isTensor() ? at::native::update_result_type_state(v.toTensor(), state)
                          : at::native::update_result_type_state(v.toScalar(), state);

@@ -247,7 +247,8 @@ std::vector<FreshOutput> FusedGraph::record(OpCall call, bool owned) {
     }
     layout = layout_of(call, slot_fn);
   }
-  const std::string sig = signature(call, layout);
+  std::string& sig = sig_;  // reused: its capacity saves an allocation or more per op
+  signature_into(call, layout, sig);
   std::shared_ptr<const OpProgram> program = programs_.op_program(call, layout, sig);
 
   if (nodes_.empty()) {
@@ -274,6 +275,7 @@ std::vector<FreshOutput> FusedGraph::record(OpCall call, bool owned) {
   for (int v : node.slot_values) put<int32_t>(key_, v);
 
   std::vector<FreshOutput> fresh;
+  fresh.reserve(node.call.outputs.size());
   for (size_t i = 0; i < node.call.outputs.size(); ++i) {
     const hlo::TensorType& type = program->plan.output_types[i];
     const int value = new_value(type, -1);

@@ -137,8 +137,8 @@ class FusedGraph : public runtime::PendingWork {
   struct Node {
     OpCall call;
     CallLayout layout;
-    std::vector<int> slot_values;
-    std::vector<int> out_values;
+    NodeValues slot_values;
+    NodeValues out_values;
   };
   // What identifies an op for the repeat detector: its op, attributes and view shapes, and
   // per tensor input the storage and whether it is new to the graph. A later op repeats the
@@ -215,6 +215,7 @@ class FusedGraph : public runtime::PendingWork {
   std::unordered_map<int64_t, std::pair<std::shared_ptr<pjrt::Buffer>, hlo::TensorType>> orphans_;
   int64_t generation_ = 0;
   std::string key_;  // signature of the graph so far
+  std::string sig_;  // the op being recorded's signature (a buffer kept for its capacity)
   OpMark first_;  // the first op of the current iteration (see record)
   bool continuing_ = false;  // the graph continues an iteration cut by the size limit
   // The fuse advisor, off for good once the graph meets a collective or an spmd_safe region.

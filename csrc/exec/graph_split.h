@@ -17,7 +17,12 @@
 #include <optional>
 #include <vector>
 
+#include "common/inline_vector.h"
+
 namespace tpu::exec {
+
+// The values one recorded op reads or produces (inline: an op has few).
+using NodeValues = common::InlineVector<int, 6>;
 
 // A part of a recorded graph that runs as one program. Value ids are the graph's.
 struct GraphPart {
@@ -30,8 +35,8 @@ struct GraphPart {
 // The graph as the split sees it.
 struct GraphShape {
   size_t num_values = 0;
-  std::vector<const std::vector<int>*> reads;   // per node: the values it reads
-  std::vector<const std::vector<int>*> writes;  // per node: the values it produces
+  std::vector<const NodeValues*> reads;   // per node: the values it reads
+  std::vector<const NodeValues*> writes;  // per node: the values it produces
   std::vector<int> params;   // the value of each graph parameter, in parameter order
   std::vector<int> outputs;  // the whole graph's outputs, ascending
   std::vector<int> aliases;  // per output: the graph parameter whose buffer it may take, or -1

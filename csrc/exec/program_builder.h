@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/inline_vector.h"
+
 #include "exec/op_call.h"
 #include "hlo/builder.h"
 #include "hlo/tensor_type.h"
@@ -23,10 +25,11 @@ struct CallLayout {
     bool present = false;                       // false: never written (reads as zeros)
   };
   std::vector<Slot> slots;
-  std::vector<int> input_slot;        // per input; -1 for scalars
-  std::vector<bool> input_identity;   // the view is the whole buffer as it is laid out
-  std::vector<int> output_slot;       // per output; -1 when fresh or written whole
-  std::vector<bool> output_whole;     // target view covers its whole storage contiguously
+  // Per input and per output (inline: an op has few, and every op builds a layout).
+  common::InlineVector<int, 6> input_slot;        // per input; -1 for scalars
+  common::InlineVector<bool, 6> input_identity;   // the view is the whole buffer as it is laid out
+  common::InlineVector<int, 4> output_slot;       // per output; -1 when fresh or written whole
+  common::InlineVector<bool, 4> output_whole;     // target view covers its whole storage contiguously
 };
 
 // Slots and identity flags of `call` given the storages' current contents.

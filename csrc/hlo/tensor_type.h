@@ -6,10 +6,12 @@
 #include <vector>
 
 #include "common/element_type.h"
+#include "common/inline_vector.h"
 
 namespace tpu::hlo {
 
-using Dims = std::vector<int64_t>;
+// Shapes and strides: rarely more than six dimensions, so kept inline (common/inline_vector.h).
+using Dims = common::InlineVector<int64_t, 6>;
 
 struct TensorType {
   ElementType dtype = ElementType::kF32;

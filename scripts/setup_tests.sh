@@ -22,8 +22,7 @@ fi
 # The serving environment's packages (scripts/setup_serving.sh) need nothing from the torch_tpu
 # build: they install in the background while it compiles, and linking torch_tpu into it comes
 # last. On 2 cores that saves ~50 s of a cold set-up, not the install's 3.5 minutes: pip's
-# unpacking takes cores from the build (434 s alone, 593 s beside it, then with bytecode
-# compilation, which every install here now skips: --no-compile, see scripts/setup.sh).
+# unpacking and bytecode compilation take cores from the build (434 s alone, 593 s beside it).
 serve_log="$(mktemp)"
 "$root/scripts/setup_serving.sh" --packages-only >"$serve_log" 2>&1 &
 serve_pid=$!
@@ -34,8 +33,8 @@ py=.venv/bin/python
 req_hash="$(cat requirements.txt requirements-test.txt requirements-nodeps.txt | sha256sum | cut -c1-16)"
 if [ "$(cat .venv/.test-requirements-hash 2>/dev/null)" != "$req_hash" ]; then
   echo "setup_tests: installing the tests' pinned Python dependencies"
-  "$py" -m pip install -q --disable-pip-version-check --no-compile -c requirements.txt -r requirements-test.txt
-  "$py" -m pip install -q --disable-pip-version-check --no-compile --no-deps -r requirements-nodeps.txt
+  "$py" -m pip install -q --disable-pip-version-check -c requirements.txt -r requirements-test.txt
+  "$py" -m pip install -q --disable-pip-version-check --no-deps -r requirements-nodeps.txt
   echo "$req_hash" > .venv/.test-requirements-hash
 fi
 

@@ -1,6 +1,6 @@
 """Independent subprocess jobs of one test run side by side: each such job here (a vLLM engine, a
-torchtitan run) spends its first ~12-16 s importing its framework on one core, so two of them
-together finish well before two in turn on a 2-core machine."""
+torchtitan run, an interpreter importing SGLang) spends its first ~12-16 s importing its framework
+on one core, so two of them together finish well before two in turn on a 2-core machine."""
 
 from concurrent.futures import ThreadPoolExecutor
 

@@ -10,8 +10,10 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import torch_tpu  # noqa: F401
+from torch_tpu import _C
 from torch_tpu.bench import host_breakdown
 from torch_tpu.bench.breakdown import ISSUING_LAYERS
+from torch_tpu.bench.host import warm_up
 from torch_tpu.bench.models import builtin_step
 from torch_tpu.execution_mode import EagerMode, mode
 
@@ -54,6 +56,36 @@ def test_fused_breakdown_records_and_flushes_few_programs():
     assert b.layers_ms["record"] > 0 and b.layers_ms["flush"] > 0
     assert b.ops >= 50
     assert b.programs <= 5  # the step's graph(s), not one program per op
+
+
+def test_fused_warm_up_waits_for_the_fuse_advisor():
+    # The advisor times a steady Fused loop against the same ops run one by one, some iterations
+    # of it in Strict mode: a profile taken during those trials would show a program per op.
+    _C._configure_fuse_advisor()  # every graph's advisor afresh: this loop's verdict is not known yet
+    step = builtin_step("mlp", read_every=10)
+    stats = torch.tpu.compilation_cache_stats
+    with mode(EagerMode.FUSED):
+        steps, note = warm_up(step, 3)
+        after = stats()
+        assert note == "" and steps > 3
+        assert after["fused_patterns_pending"] == 0 and after["fused_patterns_timed"] >= 1
+        for _ in range(20):
+            step()
+        torch.tpu.synchronize()
+        later = stats()
+    # Steady: nothing compiled or timed any more; op by op only where the verdict said so.
+    assert later["compiles"] == after["compiles"]
+    assert later["fused_patterns_timed"] == after["fused_patterns_timed"]
+    if later["fused_patterns_strict"] == 0:
+        assert later["fused_ops_run_strictly"] == after["fused_ops_run_strictly"]
+
+
+def test_warm_up_says_when_the_loop_never_settles():
+    shapes = iter(range(1, 10**6))
+    with mode(EagerMode.STRICT):  # a new shape each step: a new program each step
+        steps, note = warm_up(lambda: torch.ones(next(shapes), device="tpu").sum().item(), 2, max_more_steps=5)
+    assert steps == 7 and "still compiled programs" in note
+    assert warm_up(lambda: None, 0) == (0, "")  # no warm-up asked: none
 
 
 def test_compiled_breakdown_replays():
@@ -127,7 +159,7 @@ def test_cli_prints_the_table_and_writes_json(tmp_path):
     out = tmp_path / "b.json"
     r = _cli("host", "--model", "mlp", "--mode", "fused", "--steps", "2", "--warmup", "2", "--json", str(out))
     assert r.returncode == 0, r.stderr
-    assert "host time per step" in r.stdout and "built-in mlp, mode fused" in r.stdout
+    assert "host time per step" in r.stdout and "built-in mlp, mode fused, after" in r.stdout
     data = json.loads(out.read_text())
     assert data["mode"] == "fused" and data["steps"] == 2
     assert sum(data["layers_ms"].values()) == pytest.approx(data["wall_ms"], rel=0.02)

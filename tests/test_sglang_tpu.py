@@ -22,6 +22,7 @@ from contextlib import contextmanager
 import pytest
 
 from serving_helpers import SERVE_PY, free_port, needs_serve, save_tiny, serve_env, transformers_greedy, wait_healthy
+from side_by_side import side_by_side
 
 CLIENT = pathlib.Path(__file__).with_name("sglang_client.py")
 MAX_TOKENS = 8
@@ -81,17 +82,12 @@ def test_platform_plugin_selects_tpu(tmp_path):
             "print(type(p).__name__, p.device_type, p.is_out_of_tree(), p.get_device(), p.get_default_attention_backend())")
     env = serve_env()
     # Both interpreters import SGLang (~12 s each here): they run side by side.
-    runs = [subprocess.Popen([str(SERVE_PY), "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=e, cwd=tmp_path, start_new_session=True)
-            for e in (env, dict(env, TORCH_TPU_SGLANG="0"))]
-    try:
-        (on_out, on_err), (off_out, _) = [run.communicate(timeout=300) for run in runs]
-    finally:
-        for run in runs:
-            _stop(run)
-    assert runs[0].returncode == 0, on_err[-4000:]
-    assert on_out.split()[-5:] == ["TpuSRTPlatform", "tpu", "True", "tpu", "tpu"]
-    assert "TpuSRTPlatform" not in off_out
+    on, off = side_by_side(subprocess.run, *[(([str(SERVE_PY), "-c", code],),
+                                              dict(capture_output=True, text=True, env=e, cwd=tmp_path, timeout=300))
+                                             for e in (env, dict(env, TORCH_TPU_SGLANG="0"))])
+    assert on.returncode == 0, on.stderr[-4000:]
+    assert on.stdout.split()[-5:] == ["TpuSRTPlatform", "tpu", "True", "tpu", "tpu"]
+    assert "TpuSRTPlatform" not in off.stdout
 
 
 @needs_serve

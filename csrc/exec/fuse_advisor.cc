@@ -34,8 +34,19 @@ FuseAdvisor::FuseAdvisor(Config config) : config_(config) {}
 FuseAdvisor::Pattern& FuseAdvisor::pattern(uint64_t sig) {
   // Loops whose graphs keep changing (new shapes every step) make new patterns without end:
   // forget them all now and then rather than grow.
-  if (patterns_.size() >= kMaxPatterns && patterns_.count(sig) == 0) patterns_.clear();
-  return patterns_[sig];
+  if (patterns_.size() >= kMaxPatterns && patterns_.count(sig) == 0) {
+    patterns_.clear();
+    stats_.patterns_pending = 0;
+  }
+  touched_ = &patterns_[sig];
+  return *touched_;
+}
+
+void FuseAdvisor::refresh_pending(Pattern& p) {
+  const bool pending = p.verdict == Verdict::kUnknown && (p.clean > 0 || !p.fused.empty() || !p.strict.empty());
+  if (pending == p.pending) return;
+  p.pending = pending;
+  stats_.patterns_pending += pending ? 1 : -1;
 }
 
 void FuseAdvisor::interrupt() {
@@ -92,6 +103,14 @@ bool FuseAdvisor::boundary(uint64_t mark, double seconds) const {
 }
 
 int64_t FuseAdvisor::start(uint64_t mark, const Now& now) {
+  touched_ = nullptr;
+  const int64_t strict = advance(mark, now);
+  if (touched_ != nullptr) refresh_pending(*touched_);
+  touched_ = nullptr;
+  return strict;
+}
+
+int64_t FuseAdvisor::advance(uint64_t mark, const Now& now) {
   const auto new_iteration = [&] {
     iteration_start_ = now;
     iteration_ops_ = 0;

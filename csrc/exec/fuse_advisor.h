@@ -29,6 +29,9 @@ namespace tpu::exec {
 struct FuseAdvisorStats {
   int64_t patterns_timed = 0;   // iteration patterns given a verdict
   int64_t patterns_strict = 0;  // ... that run strictly (Strict was faster)
+  // Steady patterns on their way to a verdict: clean iterations counted or windows timed (a
+  // gauge; a loop that stops before its verdict leaves its pattern here).
+  int64_t patterns_pending = 0;
 };
 
 class FuseAdvisor {
@@ -90,11 +93,15 @@ class FuseAdvisor {
     int clean = 0;                  // clean fused iterations seen
     int dropped = 0;                // strict windows in which something compiled
     std::vector<double> fused, strict;  // seconds per iteration, per window
+    bool pending = false;               // counted in patterns_pending
   };
   enum class Phase { kFollow, kFusedWindow, kStrictWindow, kStrictRun };
   static constexpr size_t kMaxPatterns = 4096;
 
+  // The pattern of `sig` (made if new); start() refreshes its pending state when it returns.
   Pattern& pattern(uint64_t sig);
+  int64_t advance(uint64_t mark, const Now& now);  // start() but for that refresh
+  void refresh_pending(Pattern& p);
   // The fingerprint of the iteration ending at a start of `mark`, and the key of its pattern.
   uint64_t last_signature(uint64_t mark) const;
   static uint64_t pattern_key(uint64_t last, bool steady);
@@ -104,6 +111,7 @@ class FuseAdvisor {
   Config config_;
   FuseAdvisorStats stats_;
   std::unordered_map<uint64_t, Pattern> patterns_;
+  Pattern* touched_ = nullptr;  // the pattern the start() in progress looked up
   // The candidate first op of an iteration, and how many graph starts since it was seen.
   uint64_t candidate_ = 0;
   bool has_candidate_ = false;

@@ -69,6 +69,7 @@ FusedStats& FusedStats::operator+=(const FusedStats& o) {
   graphs_with_collectives += o.graphs_with_collectives;
   patterns_timed += o.patterns_timed;
   patterns_strict += o.patterns_strict;
+  patterns_pending += o.patterns_pending;
   ops_run_strictly += o.ops_run_strictly;
   return *this;
 }
@@ -149,7 +150,7 @@ void FusedGraph::reset_advisor() {
   advisor_ = FuseAdvisor();
   advise_ = FuseAdvisor::enabled_by_env();
   std::lock_guard<std::mutex> stats_lock(stats_mu_);
-  stats_.patterns_timed = stats_.patterns_strict = 0;  // the verdicts are forgotten
+  stats_.patterns_timed = stats_.patterns_strict = stats_.patterns_pending = 0;  // the verdicts are forgotten
   strict_ = false;
 }
 
@@ -160,6 +161,8 @@ bool FusedGraph::diverts(const OpCall& call, bool owned) {
   if (owned || group_ != nullptr || call.group != nullptr || owner_.load() != std::thread::id()) {
     advise_ = false;  // ranks must record the same ops: none may go its own way
     strict_ = false;
+    std::lock_guard<std::mutex> stats_lock(stats_mu_);
+    stats_.patterns_pending = 0;  // no verdict is coming
     return false;
   }
   // A strict stretch runs k iterations: up to the op with the candidate's mark that starts the
@@ -201,6 +204,7 @@ bool FusedGraph::diverts(const OpCall& call, bool owned) {
     std::lock_guard<std::mutex> stats_lock(stats_mu_);
     stats_.patterns_timed = advisor_.stats().patterns_timed;
     stats_.patterns_strict = advisor_.stats().patterns_strict;
+    stats_.patterns_pending = advisor_.stats().patterns_pending;
   }
   if (strict <= 0) return false;
   strict_ = true;

@@ -62,6 +62,7 @@ struct FusedStats {
   int64_t graphs_with_collectives = 0;  // graphs run as replicated programs with collectives
   int64_t patterns_timed = 0;    // iteration patterns timed fused against strict (fuse_advisor.h)
   int64_t patterns_strict = 0;   // ... found faster op by op, and run so
+  int64_t patterns_pending = 0;  // ... on their way to a verdict (a gauge)
   int64_t ops_run_strictly = 0;  // Fused-mode ops run in Strict mode for those (and for trials)
 
   FusedStats& operator+=(const FusedStats& o);

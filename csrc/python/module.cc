@@ -119,6 +119,7 @@ py::dict cache_stats() {
   d["graphs_with_collectives"] = f.graphs_with_collectives;
   d["fused_patterns_timed"] = f.patterns_timed;
   d["fused_patterns_strict"] = f.patterns_strict;
+  d["fused_patterns_pending"] = f.patterns_pending;
   d["fused_ops_run_strictly"] = f.ops_run_strictly;
   return d;
 }

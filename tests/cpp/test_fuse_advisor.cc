@@ -1,7 +1,7 @@
 // FuseAdvisor (exec/fuse_advisor.h) on a simulated loop with a synthetic clock: a loop faster op
 // by op runs strictly after its trials, one faster fused stays fused, windows in which something
-// compiled or the mode changed are dropped, another read pattern is another pattern, and long
-// iterations are fused without a trial.
+// compiled or the mode changed are dropped, another read pattern is another pattern, long
+// iterations are fused without a trial, and a pattern on its way to a verdict counts as pending.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -105,6 +105,7 @@ TEST(FuseAdvisor, WindowsWithCompilesOrAModeChangeAreDropped) {
     }
   }
   EXPECT_EQ(loop.advisor.stats().patterns_strict, 0);
+  EXPECT_EQ(loop.advisor.stats().patterns_pending, 0);  // left fused: no verdict is coming
   EXPECT_LE(loop.strict_stretches, 2 * quick().trials + 2);
   const int64_t stretches = loop.strict_stretches;
   loop.run(50);
@@ -142,6 +143,31 @@ TEST(FuseAdvisor, AnInterruptStartsOver) {
   }
   EXPECT_EQ(loop.strict_stretches, 0);
   EXPECT_EQ(loop.advisor.stats().patterns_timed, 0);
+}
+
+TEST(FuseAdvisor, PendingCountsPatternsOnTheirWayToAVerdict) {
+  for (const double strict_s : {0.005, 0.020}) {  // either verdict
+    Loop loop(quick(), 0.010, strict_s);
+    loop.run(2);  // the first iteration, and one that is not yet steady
+    EXPECT_EQ(loop.advisor.stats().patterns_pending, 0);
+    loop.run(1);  // steady: counting clean iterations
+    EXPECT_EQ(loop.advisor.stats().patterns_pending, 1);
+    int iterations = 3;
+    while (loop.advisor.stats().patterns_timed == 0 && iterations < 200) {
+      EXPECT_EQ(loop.advisor.stats().patterns_pending, 1);
+      loop.iteration();
+      ++iterations;
+    }
+    EXPECT_EQ(loop.advisor.stats().patterns_timed, 1);
+    EXPECT_EQ(loop.advisor.stats().patterns_pending, 0) << "the verdict ends it";
+    EXPECT_GT(loop.strict_stretches, 0);  // the trials ran while it was pending
+    loop.sig = 99;  // another read pattern: pending again until its own verdict
+    loop.run(3);
+    EXPECT_EQ(loop.advisor.stats().patterns_pending, 1);
+    loop.run(300);
+    EXPECT_EQ(loop.advisor.stats().patterns_timed, 2);
+    EXPECT_EQ(loop.advisor.stats().patterns_pending, 0);
+  }
 }
 
 }  // namespace

@@ -54,6 +54,8 @@ class Breakdown:
     ops: float  # tpu kernels per step
     top_ops: list  # (name, ms per step, calls per step), top-level PyTorch ops by host time
     threads: object = None  # threads.CpuUse of an unprofiled run of the same steps, where measured
+    warmup_steps: int = 0  # steps run before the profiled ones (host.warm_up)
+    warmup_note: str = ""  # why the loop was profiled before it was steady, if it was
 
     @property
     def host_bound(self) -> bool:

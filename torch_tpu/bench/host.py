@@ -28,17 +28,16 @@ MODES = ("strict", "fused", "debug", "compile")
 
 
 def host_breakdown(step, *, steps: int = 5, warmup: int = 3, trace: str | None = None) -> _breakdown.Breakdown:
-    """Runs ``step()`` ``warmup`` times, then profiles ``steps`` calls back to back, as a training
-    loop runs them (the last one waits for the device, so the steps' wall time includes all their
-    device work), and returns the per-step averages of each layer's host time. Where Linux reports
-    per-thread scheduler times, the same number of steps runs once more after, unprofiled, for the
-    CPU time and run-queue wait of each thread group (``Breakdown.threads``)."""
+    """Warms the loop up (``warm_up(step, warmup)``), then profiles ``steps`` calls back to back,
+    as a training loop runs them (the last one waits for the device, so the steps' wall time
+    includes all their device work), and returns the per-step averages of each layer's host time.
+    Where Linux reports per-thread scheduler times, the same number of steps runs once more after,
+    unprofiled, for the CPU time and run-queue wait of each thread group (``Breakdown.threads``)."""
     if steps < 1 or warmup < 0:
         raise ValueError(f"host_breakdown needs steps >= 1 and warmup >= 0 (got steps={steps}, warmup={warmup})")
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    for _ in range(warmup):
-        step()
+    warmup_steps, warmup_note = warm_up(step, warmup)
     torch.tpu.synchronize()
     config = torch.tpu.profiler.TpuProfilerConfig(host_tracer_level=3)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], experimental_config=config) as prof:
@@ -50,9 +49,41 @@ def host_breakdown(step, *, steps: int = 5, warmup: int = 3, trace: str | None =
     if trace:
         prof.export_chrome_trace(trace)
     result = _breakdown.analyse(prof.profiler.kineto_results.events(), steps)
+    result.warmup_steps, result.warmup_note = warmup_steps, warmup_note
     # After the profiled steps, so that those run where a loop without this tool would run them.
     result.threads = _unprofiled_threads(step, steps) if _threads.available() else None
     return result
+
+
+def warm_up(step, warmup: int, *, settle: int = 3, max_more_s: float = 30.0, max_more_steps: int = 2000):
+    """Runs ``step()`` ``warmup`` times and then, unless ``warmup`` is 0, on until the loop is
+    steady: ``settle`` steps in a row compiled nothing, and Fused Eager's fuse advisor has no
+    pattern on its way to a verdict (``fused_patterns_pending``) - its trials run some iterations
+    op by op, which a profile of the loop should not catch. At most ``max_more_s`` seconds or
+    ``max_more_steps`` steps more. Returns (steps run, "" or why the loop was not steady yet)."""
+    for _ in range(warmup):
+        step()
+    if warmup == 0:
+        return 0, ""
+
+    def compiled():
+        s = torch.tpu.compilation_cache_stats()
+        return s["compiles"] + s["disk_loads"], s["fused_patterns_pending"]
+
+    quiet, more = 0, 0
+    start = time.perf_counter()
+    while True:
+        programs, pending = compiled()
+        if quiet >= settle and pending == 0:
+            return warmup + more, ""
+        if more >= max_more_steps or time.perf_counter() - start > max_more_s:
+            why = (f"the fuse advisor still had {pending} loop pattern(s) without a verdict (being timed, "
+                   f"or left by an earlier loop)" if quiet >= settle else
+                   "the loop still compiled programs in its last steps")
+            return warmup + more, f"not steady after {warmup + more} warm-up steps: {why}"
+        step()
+        more += 1
+        quiet = quiet + 1 if compiled()[0] == programs else 0
 
 
 def _unprofiled_threads(step, steps: int):
@@ -93,7 +124,9 @@ def main(argv=None) -> int:
     parser.add_argument("--read-every", type=int, default=1,
                         help="built-in models: read the loss on the host every N steps (default 1)")
     parser.add_argument("--steps", type=int, default=5, help="profiled steps (default 5)")
-    parser.add_argument("--warmup", type=int, default=3, help="steps run before profiling (default 3)")
+    parser.add_argument("--warmup", type=int, default=3,
+                        help="steps run before profiling, and more until the loop is steady: nothing compiled "
+                             "for 3 steps and the fuse advisor's timing done (default 3; 0: profile the first steps)")
     parser.add_argument("--json", metavar="PATH", help="also write the breakdown as JSON")
     parser.add_argument("--trace", metavar="PATH", help="also write the profiled steps as a Chrome trace")
     args = parser.parse_args(argv)
@@ -111,7 +144,9 @@ def main(argv=None) -> int:
         step = builtin_step(args.model, compiled=args.mode == "compile", read_every=args.read_every)
         what = f"built-in {args.model}"
     result = host_breakdown(step, steps=args.steps, warmup=args.warmup, trace=args.trace)
-    print(f"{what}, mode {args.mode}")
+    print(f"{what}, mode {args.mode}, after {result.warmup_steps} warm-up steps")
+    if result.warmup_note:
+        print(f"note: {result.warmup_note}")
     print(result.table())
     if args.json:
         with open(args.json, "w") as f:

@@ -17,8 +17,10 @@ def compilation_cache_stats():
     ``fused_flushes_by_repeat``, ``fused_flushes_by_size`` and ``fused_split_reads`` (flushes
     for a host read run as the read value's dependencies, then the rest); the fuse advisor's
     ``fused_patterns_timed`` (loop iteration patterns timed fused against op by op),
-    ``fused_patterns_strict`` (those found faster op by op, which then run in Strict mode) and
-    ``fused_ops_run_strictly`` (Fused-mode ops it ran strictly, trials included); ``donated_buffers`` (input
+    ``fused_patterns_strict`` (those found faster op by op, which then run in Strict mode),
+    ``fused_patterns_pending`` (steady loop patterns still on their way to a verdict: counting
+    clean iterations or being timed; a gauge) and ``fused_ops_run_strictly`` (Fused-mode ops it
+    ran strictly, trials included); ``donated_buffers`` (input
     buffers that programs - per-op, fused graphs, compiled graphs, collectives - took over for
     their outputs, including one the program before is still writing); ``host_reads`` (blocking
     device-to-host reads: ``.item()``, ``.cpu()``, device checks) and ``host_reads_in_place``

@@ -66,16 +66,14 @@ def warm_up(step, warmup: int, *, settle: int = 3, max_more_s: float = 30.0, max
     if warmup == 0:
         return 0, ""
 
-    def compiled():
+    def state():  # (programs compiled or loaded so far, loop patterns waiting for a verdict)
         s = torch.tpu.compilation_cache_stats()
         return s["compiles"] + s["disk_loads"], s["fused_patterns_pending"]
 
     quiet, more = 0, 0
     start = time.perf_counter()
-    while True:
-        programs, pending = compiled()
-        if quiet >= settle and pending == 0:
-            return warmup + more, ""
+    programs, pending = state()
+    while quiet < settle or pending:
         if more >= max_more_steps or time.perf_counter() - start > max_more_s:
             why = (f"the fuse advisor still had {pending} loop pattern(s) without a verdict (being timed, "
                    f"or left by an earlier loop)" if quiet >= settle else
@@ -83,7 +81,10 @@ def warm_up(step, warmup: int, *, settle: int = 3, max_more_s: float = 30.0, max
             return warmup + more, f"not steady after {warmup + more} warm-up steps: {why}"
         step()
         more += 1
-        quiet = quiet + 1 if compiled()[0] == programs else 0
+        before = programs
+        programs, pending = state()
+        quiet = quiet + 1 if programs == before else 0
+    return warmup + more, ""
 
 
 def _unprofiled_threads(step, steps: int):

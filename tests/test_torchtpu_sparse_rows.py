@@ -126,3 +126,32 @@ def test_bad_arguments_raise_clear_errors():
         ops.sparse_iota(rp, -1, PER_ROW)
     with pytest.raises(ValueError, match="at least one entry"):
         ops.sparse_iota(rp[:0], 4, PER_ROW)
+
+
+def test_sparse_map_row_checks_its_arguments_then_says_it_needs_sparsecore():
+    # Code written for the original imports and calls it; its body runs on SparseCore only, and the
+    # original refuses it on a device without one - as every device here is.
+    rp = torch.tensor(ROW_POINTERS, dtype=torch.int32, device="tpu")
+    cols, vals = _indices().to("tpu"), torch.randn(len(ROW_POINTERS) * PER_ROW, device="tpu")
+    out = torch.empty(len(ROW_POINTERS) * PER_ROW, device="tpu")
+    body = "module { func.func @main() { return } }"
+
+    def call(csr=(rp, cols, vals), lengths=(3,), dummy=(out,), body=body, per_row=PER_ROW, index=0):
+        return ops.sparse_map_row(list(csr), list(lengths), [], body, list(dummy), per_row, -1, 8, 0.5, index)
+
+    with pytest.raises(NotImplementedError, match="SparseCore, which tpu:0 does not have.*sparse_gather"):
+        call()
+    with pytest.raises(RuntimeError):  # what code written for the original catches
+        call()
+    with pytest.raises(ValueError, match=r"csr_lengths add up to 2 tensors, but csr_tensors holds 3"):
+        call(lengths=(2,))
+    with pytest.raises(ValueError, match="csr_lengths must have at least one entry"):
+        call(lengths=())
+    with pytest.raises(ValueError, match="dummy_outputs must hold at least one tensor"):
+        call(dummy=())
+    with pytest.raises(ValueError, match="body_mlir must be the row program's MLIR text"):
+        call(body="")
+    with pytest.raises(ValueError, match="max_non_zeroes_per_row must be a positive int"):
+        call(per_row=0)
+    with pytest.raises(ValueError, match="result_row_pointer_op_index must name one of the 1 CSR matrices"):
+        call(index=1)

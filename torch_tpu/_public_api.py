@@ -135,6 +135,7 @@ PUBLIC = {
         "sparse_gather": (_OPS + "sparse_rows:sparse_gather", EXPERIMENTAL),
         "sparse_gather_backward": (_OPS + "sparse_rows:sparse_gather_backward", EXPERIMENTAL),
         "sparse_iota": (_OPS + "sparse_rows:sparse_iota", EXPERIMENTAL),
+        "sparse_map_row": (_OPS + "sparse_rows:sparse_map_row", EXPERIMENTAL),
         "strip_jagged_padding": (_OPS + "jagged:strip_jagged_padding", EXPERIMENTAL),
     },
     "torch.tpu.optimizers": {

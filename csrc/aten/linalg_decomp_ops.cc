@@ -225,7 +225,7 @@ at::Tensor k_ormqr(const at::Tensor& packed, const at::Tensor& tau, const at::Te
   check_float_or_complex_matrix(packed, "torch.ormqr", "input");
   const int64_t m = packed.size(-2), k = packed.size(-1);
   TORCH_CHECK(c.size(left ? -2 : -1) == m, "torch.ormqr: other.shape[", left ? -2 : -1, "] must be equal to input.shape[-2]");
-  Dims shape = packed.sizes().vec();
+  Dims shape(packed.sizes().begin(), packed.sizes().end());
   shape.back() = m;
   at::Tensor wide = at::zeros(shape, packed.options());
   wide.narrow(-1, 0, std::min(k, m)).copy_(packed.narrow(-1, 0, std::min(k, m)));

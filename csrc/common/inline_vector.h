@@ -73,7 +73,6 @@ class InlineVector {
     return *this;
   }
   operator std::vector<T>() const { return std::vector<T>(begin(), end()); }  // NOLINT: implicit
-  std::vector<T> vec() const { return std::vector<T>(begin(), end()); }
 
   void assign(size_t n, const T& value) {
     const T copy = value;  // `value` may live in this vector

@@ -255,7 +255,7 @@ void attend(const Shape& s, int64_t g0, int64_t count, const float* q_in, const 
   const int64_t per_query = heads * s.dk + heads * bs + heads * 2;
   scratch.resize(count * per_query + s.dk + s.dv);
   Query tile[kTileQueries];
-  int64_t first[kTileQueries], last[kTileQueries];
+  int64_t first[kTileQueries] = {}, last[kTileQueries] = {};  // the first `count` (>= 1) are set below
   const float qscale = s.soft_cap > 0 ? 1.0f : s.scale;
   for (int64_t i = 0; i < count; ++i) {
     Query& w = tile[i];

@@ -17,7 +17,7 @@ pjrt::CompileOptions::Override to_override(const std::string& name, const py::ha
   if (py::isinstance<py::float_>(v)) return v.cast<double>();
   if (py::isinstance<py::str>(v)) return v.cast<std::string>();
   throw py::type_error("custom_compiler_options: the value of " + name +
-                       " must be a bool, int, float or str, got " + std::string(py::str(v.get_type())));
+                       " must be a bool, int, float or str, got " + std::string(py::str(py::type::handle_of(v))));
 }
 
 py::object from_override(const pjrt::CompileOptions::Override& v) {

@@ -47,7 +47,7 @@ TEST(InlineVector, KeepsUpToNInsideAndMovesToTheHeapBeyond) {
   EXPECT_EQ(v.capacity(), 4u);
   EXPECT_EQ(allocations_during([&] { v.push_back(40); }), 1);
   EXPECT_GE(v.capacity(), 5u);
-  EXPECT_EQ(v.vec(), (std::vector<int64_t>{0, 10, 20, 30, 40}));
+  EXPECT_EQ(std::vector<int64_t>(v), (std::vector<int64_t>{0, 10, 20, 30, 40}));
 }
 
 TEST(InlineVector, CopiesAreIndependentAndMovesLeaveTheSourceEmpty) {
@@ -82,16 +82,16 @@ TEST(InlineVector, BehavesAsStdVector) {
   v.insert(v.begin() + 1, 1);
   v.insert(v.end(), {11, 12});
   v.erase(v.begin() + 2, v.begin() + 4);  // 6, 7
-  EXPECT_EQ(v.vec(), (std::vector<int64_t>{5, 1, 8, 9, 10, 11, 12}));
+  EXPECT_EQ(std::vector<int64_t>(v), (std::vector<int64_t>{5, 1, 8, 9, 10, 11, 12}));
   v.insert(v.begin(), v.begin() + 5, v.end());  // a range of itself
-  EXPECT_EQ(v.vec(), (std::vector<int64_t>{11, 12, 5, 1, 8, 9, 10, 11, 12}));
+  EXPECT_EQ(std::vector<int64_t>(v), (std::vector<int64_t>{11, 12, 5, 1, 8, 9, 10, 11, 12}));
   v.push_back(v[0]);  // an element of itself, at a growth
   EXPECT_EQ(v.back(), 11);
 
   v.resize(2);
-  EXPECT_EQ(v.vec(), (std::vector<int64_t>{11, 12}));
+  EXPECT_EQ(std::vector<int64_t>(v), (std::vector<int64_t>{11, 12}));
   v.resize(4, 7);
-  EXPECT_EQ(v.vec(), (std::vector<int64_t>{11, 12, 7, 7}));
+  EXPECT_EQ(std::vector<int64_t>(v), (std::vector<int64_t>{11, 12, 7, 7}));
   v.assign(3, 1);
   EXPECT_EQ(v, (Small{1, 1, 1}));
   EXPECT_EQ(Small(2, 5), (Small{5, 5}));

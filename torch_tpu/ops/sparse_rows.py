@@ -21,8 +21,10 @@ CPU tensors.
   (``k >= row_pointers[-1]``) are padding and get -1. int32. ``max_non_zeroes_per_row`` sizes
   SparseCore's row buffers: checked to be positive, nothing to size here.
 
-``sparse_map_row`` is not provided: its ``body_mlir`` follows SparseCore's calling convention for a
-row program, which the original does not document (docs/migrating_from_torchtpu.md).
+``sparse_map_row`` checks its arguments as the original does and then raises: its ``body_mlir`` is
+a row program for SparseCore's own compiler, in a calling convention the original does not
+document, and the original itself refuses the op on a device without SparseCore - which every
+device this backend drives is (docs/migrating_from_torchtpu.md).
 """
 
 import torch
@@ -113,3 +115,36 @@ def sparse_iota(row_pointers, max_non_zeroes, max_non_zeroes_per_row):
         return torch.where(inside, k - start, torch.full((), -1, dtype=torch.long, device=k.device)).to(torch.int32)
 
     return _one_program(run, row_pointers)
+
+
+def sparse_map_row(csr_tensors, csr_lengths, dense_args, body_mlir, dummy_outputs, max_non_zeroes_per_row,
+                   pad_value, max_pad_per_row, wait_threshold, result_row_pointer_op_index):
+    """The original's SparseCore row map: its arguments are checked, then it raises
+    ``NotImplementedError`` (a ``RuntimeError``), as the original does on a device without
+    SparseCore."""
+    name = "sparse_map_row"
+    csr_tensors, csr_lengths, dummy_outputs = list(csr_tensors), list(csr_lengths), list(dummy_outputs)
+    if not csr_lengths:
+        raise ValueError(f"{name}: csr_lengths must have at least one entry (the tensors of each CSR matrix)")
+    if any(isinstance(n, bool) or not isinstance(n, int) or n <= 0 for n in csr_lengths):
+        raise ValueError(f"{name}: csr_lengths must hold positive ints, got {csr_lengths!r}")
+    if sum(csr_lengths) != len(csr_tensors):
+        raise ValueError(f"{name}: the csr_lengths add up to {sum(csr_lengths)} tensors, but csr_tensors holds "
+                         f"{len(csr_tensors)}: give each CSR matrix's tensors in order and their count in csr_lengths")
+    if not dummy_outputs:
+        raise ValueError(f"{name}: dummy_outputs must hold at least one tensor (the shape and dtype of each output)")
+    for arg, ts in (("csr_tensors", csr_tensors), ("dense_args", list(dense_args)), ("dummy_outputs", dummy_outputs)):
+        if not all(isinstance(t, torch.Tensor) for t in ts):
+            raise ValueError(f"{name}: {arg} must be a list of tensors")
+    if not isinstance(body_mlir, str) or not body_mlir.strip():
+        raise ValueError(f"{name}: body_mlir must be the row program's MLIR text")
+    _check_max_per_row(name, max_non_zeroes_per_row)
+    index = result_row_pointer_op_index  # negative: the outputs are not CSR rows of an input
+    if isinstance(index, bool) or not isinstance(index, int) or index >= len(csr_lengths):
+        raise ValueError(f"{name}: result_row_pointer_op_index must name one of the {len(csr_lengths)} CSR "
+                         f"matrices (or be negative), got {index!r}")
+    device = (csr_tensors + dummy_outputs)[0].device
+    raise NotImplementedError(
+        f"{name} runs its body_mlir on a TPU's SparseCore, which {device} does not have (the original TorchTPU "
+        "raises the same on a device without SparseCore). Write the row computation with ordinary ops on the "
+        "CSR tensors - sparse_gather, sparse_iota, index_add / scatter_add - which run as one program here")

@@ -37,8 +37,13 @@ def _check_index(name, arg, t):
         raise ValueError(f"{name}: {arg} must be a 1-D integer tensor, got {t.dtype} {tuple(t.shape)}")
 
 
+def _is_int(value):
+    """A Python int (not a bool, which is one in Python's eyes)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _check_max_per_row(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    if not _is_int(value) or value <= 0:
         raise ValueError(f"{name}: max_non_zeroes_per_row must be a positive int, got {value!r}")
 
 
@@ -99,7 +104,7 @@ def sparse_iota(row_pointers, max_non_zeroes, max_non_zeroes_per_row):
     name = "sparse_iota"
     _check_index(name, "row_pointers", row_pointers)
     _check_max_per_row(name, max_non_zeroes_per_row)
-    if isinstance(max_non_zeroes, bool) or not isinstance(max_non_zeroes, int) or max_non_zeroes < 0:
+    if not _is_int(max_non_zeroes) or max_non_zeroes < 0:
         raise ValueError(f"{name}: max_non_zeroes must be a non-negative int, got {max_non_zeroes!r}")
     if row_pointers.numel() == 0:
         raise ValueError(f"{name}: row_pointers must hold at least one entry (the CSR start of row 0)")
@@ -126,7 +131,7 @@ def sparse_map_row(csr_tensors, csr_lengths, dense_args, body_mlir, dummy_output
     csr_tensors, csr_lengths, dummy_outputs = list(csr_tensors), list(csr_lengths), list(dummy_outputs)
     if not csr_lengths:
         raise ValueError(f"{name}: csr_lengths must have at least one entry (the tensors of each CSR matrix)")
-    if any(isinstance(n, bool) or not isinstance(n, int) or n <= 0 for n in csr_lengths):
+    if not all(_is_int(n) and n > 0 for n in csr_lengths):
         raise ValueError(f"{name}: csr_lengths must hold positive ints, got {csr_lengths!r}")
     if sum(csr_lengths) != len(csr_tensors):
         raise ValueError(f"{name}: the csr_lengths add up to {sum(csr_lengths)} tensors, but csr_tensors holds "
@@ -140,7 +145,7 @@ def sparse_map_row(csr_tensors, csr_lengths, dense_args, body_mlir, dummy_output
         raise ValueError(f"{name}: body_mlir must be the row program's MLIR text")
     _check_max_per_row(name, max_non_zeroes_per_row)
     index = result_row_pointer_op_index  # negative: the outputs are not CSR rows of an input
-    if isinstance(index, bool) or not isinstance(index, int) or index >= len(csr_lengths):
+    if not _is_int(index) or index >= len(csr_lengths):
         raise ValueError(f"{name}: result_row_pointer_op_index must name one of the {len(csr_lengths)} CSR "
                          f"matrices (or be negative), got {index!r}")
     device = (csr_tensors + dummy_outputs)[0].device

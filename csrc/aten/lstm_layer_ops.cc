@@ -6,8 +6,10 @@
 // for inference mode) the kernel below takes over for tpu tensors. It runs each layer through
 // aten::mkldnn_rnn_layer - the one ATen op for a whole RNN layer that has an autograd formula,
 // which calls aten::mkldnn_rnn_layer_backward with what the forward saved; on tpu both are our
-// programs (the op's name comes from the CPU's oneDNN path; nothing of oneDNN is used). The
-// workspace is ours: the activated gates and the cell state of every step, [T, B, 5H].
+// programs (the op's name comes from the CPU's oneDNN path). Lowered by XLA, the workspace is
+// ours: the activated gates and the cell state of every step, [T, B, 5H]. On the XLA CPU plugin a
+// large float32 layer runs oneDNN's LSTM inside the program instead (mark_host_lstm below); its
+// workspace is then oneDNN's, as bytes.
 //
 // Left to ATen's generic loop (same results, more programs): projections (proj_size), inputs
 // without a time step, non-floating dtypes, and calls being traced (FakeTensor, functional
@@ -21,6 +23,9 @@
 #include "aten/precision_policy.h"
 #include "aten/tensor_access.h"
 #include "aten/type_promotion.h"
+#include "host_aten/kernel_call.h"
+#include "host_aten/lstm_kernel.h"
+#include "runtime/runtime.h"
 
 namespace tpu::aten {
 namespace {
@@ -56,6 +61,27 @@ void add_layer_attrs(OpRunner& r, bool reverse, bool has_biases, const at::Tenso
   mark_matmul_precision(r, like.scalar_type());
 }
 
+// On the XLA CPU plugin a float32 layer runs oneDNN's LSTM from inside the program
+// (host_aten/lstm_kernel.h), marked here so the choice is part of the op's key in every mode; its
+// workspace is then that kernel's (uint8), which is how the backward knows to follow. A precision
+// override (tf32, torch.tpu.precision) keeps XLA's formulation, which honours it.
+void mark_host_lstm(OpRunner& r, const at::Tensor& input, int64_t hidden_size, bool has_biases, bool reverse) {
+  if (input.scalar_type() != at::kFloat || r.attrs().has("tf32") || r.attrs().has("precision")) return;
+  if (input.numel() == 0 || hidden_size == 0) return;  // oneDNN cannot run an empty layer; XLA's loop can
+  if (!runtime::Runtime::get().has_host_kernel(host_aten::kLstm)) return;
+  const double macs = static_cast<double>(input.size(0)) * static_cast<double>(input.size(1)) * 4.0 *
+                      static_cast<double>(hidden_size) * static_cast<double>(input.size(2) + hidden_size);
+  const double min_macs = host_aten::host_lstm_min_macs();
+  if (macs < min_macs) return;
+  // The kernel splits the batch over the cores; below 16 rows a block, oneDNN's per-step products
+  // are too small to beat XLA's loop (measured, docs/design.md). A threshold of 0 takes every layer.
+  const int64_t rows = input.size(1) / host_aten::blocks(input.size(1));
+  if (min_macs > 0 && rows < 16) return;
+  const std::vector<int64_t> offsets = host_aten::lstm_workspace_offsets(input.size(0), input.size(1), input.size(2),
+                                                                          hidden_size, has_biases, reverse);
+  r.attrs().set_bool("host_kernel", true).set_int("workspace_bytes", offsets.back());
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> k_lstm_layer(
     const at::Tensor& input, const at::Tensor& w_ih, const at::Tensor& w_hh, const at::Tensor& b_ih,
     const at::Tensor& b_hh, const at::Tensor& hx, const at::Tensor& cx, bool reverse, at::IntArrayRef batch_sizes,
@@ -68,24 +94,35 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> k_lstm_layer(
   if (has_biases) r.input(b_ih, compute).input(b_hh, compute);
   r.input(hx, compute).input(cx, compute);
   add_layer_attrs(r, reverse, has_biases, input);
+  mark_host_lstm(r, input, hidden_size, has_biases, reverse);
   auto out = r.run(4);
   return {out[0], out[1], out[2], out[3]};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> k_lstm_layer_backward(
-    const at::Tensor& input, const at::Tensor& w_ih, const at::Tensor& w_hh, const at::Tensor& /*b_ih*/,
-    const at::Tensor& /*b_hh*/, const at::Tensor& hx, const at::Tensor& cx, const at::Tensor& output,
-    const at::Tensor& /*hy*/, const at::Tensor& /*cy*/, const std::optional<at::Tensor>& grad_output,
+    const at::Tensor& input, const at::Tensor& w_ih, const at::Tensor& w_hh, const at::Tensor& b_ih,
+    const at::Tensor& b_hh, const at::Tensor& hx, const at::Tensor& cx, const at::Tensor& output,
+    const at::Tensor& hy, const at::Tensor& cy, const std::optional<at::Tensor>& grad_output,
     const std::optional<at::Tensor>& grad_hy, const std::optional<at::Tensor>& grad_cy, bool reverse, int64_t mode,
     int64_t hidden_size, int64_t /*num_layers*/, bool has_biases, bool /*train*/, bool /*bidirectional*/,
     at::IntArrayRef batch_sizes, bool batch_first, const at::Tensor& workspace) {
   check_layer_call("mkldnn_rnn_layer_backward", input, mode, hidden_size, batch_sizes, batch_first, hx);
-  TORCH_CHECK(workspace.dim() == 3 && workspace.size(0) == input.size(0) && workspace.size(2) == 5 * hidden_size,
-              "mkldnn_rnn_layer_backward on tpu: workspace ", workspace.sizes(),
-              " was not made by the tpu forward (expected [T, B, 5H])");
   const at::ScalarType compute = accumulate_type(input.scalar_type());
   OpRunner r("lstm_layer_backward", "aten::mkldnn_rnn_layer_backward");
-  for (const at::Tensor* t : {&input, &w_ih, &w_hh, &hx, &cx, &output, &workspace}) r.input(*t, compute);
+  if (workspace.scalar_type() == at::kByte) {  // made by the host kernel's forward (mark_host_lstm)
+    TORCH_CHECK(workspace.dim() == 1 && input.scalar_type() == at::kFloat, "mkldnn_rnn_layer_backward on tpu: workspace ",
+                workspace.sizes(), " (", workspace.scalar_type(), ") was not made by the tpu forward of this layer");
+    r.input(input).input(w_ih, compute).input(w_hh, compute);
+    if (has_biases) r.input(b_ih, compute).input(b_hh, compute);
+    for (const at::Tensor* t : {&hx, &cx, &output, &hy, &cy}) r.input(*t, compute);
+    r.input(workspace);
+    r.attrs().set_bool("host_kernel", true);
+  } else {
+    TORCH_CHECK(workspace.dim() == 3 && workspace.size(0) == input.size(0) && workspace.size(2) == 5 * hidden_size,
+                "mkldnn_rnn_layer_backward on tpu: workspace ", workspace.sizes(),
+                " was not made by the tpu forward (expected [T, B, 5H])");
+    for (const at::Tensor* t : {&input, &w_ih, &w_hh, &hx, &cx, &output, &workspace}) r.input(*t, compute);
+  }
   for (const auto* g : {&grad_output, &grad_hy, &grad_cy}) {
     if (given(*g)) r.input(**g, compute);
   }

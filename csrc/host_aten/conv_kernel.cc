@@ -3,8 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <array>
-#include <atomic>
-#include <cstdlib>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -12,6 +10,7 @@
 
 #include "host_aten/buffer_tensors.h"
 #include "host_aten/kernel_call.h"
+#include "host_aten/macs_threshold.h"
 #include "host_kernels/ffi_call_frame.h"
 #include "host_kernels/registry.h"
 
@@ -111,24 +110,13 @@ void* handler() { return reinterpret_cast<void*>(&handle); }
 
 const bool kAdded = host_kernels::add_extension_kernel(kConv, &handler, nullptr);
 
-std::atomic<double>& min_macs() {
-  static std::atomic<double> value{[] {
-    const char* v = std::getenv("TORCH_TPU_HOST_CONV_MIN_MACS");
-    if (v == nullptr) return 1e8;
-    char* end = nullptr;
-    const double d = std::strtod(v, &end);
-    if (end == v || *end != '\0' || !(d >= 0)) {
-      throw std::runtime_error(std::string("TORCH_TPU_HOST_CONV_MIN_MACS='") + v +
-                               "' is not a number of multiply-adds. Fix: set it to a number >= 0 "
-                               "(0: every float32/float64 convolution), or unset it (default 1e8).");
-    }
-    return d;
-  }()};
+MacsThreshold& min_macs() {
+  static MacsThreshold value("TORCH_TPU_HOST_CONV_MIN_MACS", 1e8);
   return value;
 }
 
 }  // namespace
 
-double host_conv_min_macs() { return min_macs().load(std::memory_order_relaxed); }
-void set_host_conv_min_macs(double macs) { min_macs().store(macs, std::memory_order_relaxed); }
+double host_conv_min_macs() { return min_macs().get(); }
+void set_host_conv_min_macs(double macs) { min_macs().set(macs); }
 }  // namespace tpu::host_aten

@@ -81,7 +81,7 @@ struct Api {
   ThreadPoolNumThreads thread_pool_num_threads;  // the table goes on; nothing past this is used
 };
 
-enum DataType : int32_t { kS32 = 4, kS64 = 5, kF16 = 10, kF32 = 11, kF64 = 12, kC64 = 15, kBF16 = 16, kC128 = 18 };
+enum DataType : int32_t { kS32 = 4, kS64 = 5, kU8 = 6, kF16 = 10, kF32 = 11, kF64 = 12, kC64 = 15, kBF16 = 16, kC128 = 18 };
 
 struct Buffer {
   size_t struct_size;

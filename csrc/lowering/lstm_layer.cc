@@ -14,6 +14,8 @@
 //
 // attrs: reverse (the layer reads time backwards: a bidirectional layer's second direction),
 // has_bias, out_dtype (every output); backward also has_grad_y, has_grad_hy, has_grad_cy.
+// With host_kernel set (the aten kernel's mark) both are the custom call of host_aten/lstm_kernel.h
+// instead, with its operands and a uint8 workspace of workspace_bytes.
 // Matrix products use the op's precision attributes (lowering/precision.h).
 #include <stdexcept>
 #include <string>
@@ -83,9 +85,31 @@ Value previous_states(Builder& b, const Layer& l, Value all, Value first) {
   return b.concatenate({start, b.slice(all, {0, 0, 0}, {l.T - 1, d[1], d[2]}, {1, 1, 1})}, 0);
 }
 
+// The layer run by oneDNN's LSTM inside the program (host_aten/lstm_kernel.h): the operands as
+// they are, the layout flags as the custom call's scalar attributes.
+Args host_lstm(Builder& b, const Attrs& a, const Args& in, const std::vector<hlo::TensorType>& types, bool backward) {
+  std::string config = "call_target_name = \"torch_tpu_lstm\", api_version = 4 : i32, backend_config = {";
+  auto add = [&](const char* name, bool v) { config += std::string(name) + " = " + (v ? "1" : "0") + " : i64, "; };
+  add("grad_y", a.get_bool("has_grad_y", false));
+  add("grad_hy", a.get_bool("has_grad_hy", false));
+  add("grad_cy", a.get_bool("has_grad_cy", false));
+  add("reverse", a.get_bool("reverse", false));
+  add("bias", a.get_bool("has_bias"));
+  config += std::string("backward = ") + (backward ? "1" : "0") + " : i64}";
+  return b.emit_multi("stablehlo.custom_call", in, types, config);
+}
+
 Args lower_lstm_layer(Context& ctx, const Args& in) {
   Builder& b = ctx.b;
   const bool has_bias = ctx.attrs.get_bool("has_bias");
+  if (ctx.attrs.get_bool("host_kernel", false)) {
+    const Dims xd = b.dims(in[0]), hd = b.dims(in[has_bias ? 5 : 3]);
+    const ElementType dt = b.dtype(in[0]);
+    return host_lstm(b, ctx.attrs, in,
+                     {{dt, {xd[0], xd[1], hd[1]}}, {dt, hd}, {dt, hd},
+                      {ElementType::kU8, {ctx.attrs.get_int("workspace_bytes")}}},
+                     false);
+  }
   Value x = in[0], w_ih = in[1], w_hh = in[2];
   const size_t state = has_bias ? 5 : 3;
   Value h0 = in[state], c0 = in[state + 1];
@@ -115,6 +139,15 @@ Args lower_lstm_layer(Context& ctx, const Args& in) {
 
 Args lower_lstm_layer_backward(Context& ctx, const Args& in) {
   Builder& b = ctx.b;
+  if (ctx.attrs.get_bool("host_kernel", false)) {  // operands as host_aten/lstm_kernel.h lists them
+    const bool has_bias = ctx.attrs.get_bool("has_bias");
+    const ElementType dt = b.dtype(in[0]);
+    std::vector<hlo::TensorType> types{{dt, b.dims(in[0])}, {dt, b.dims(in[1])}, {dt, b.dims(in[2])}};
+    if (has_bias) types.insert(types.end(), 2, {dt, {b.dims(in[1])[0]}});
+    const Dims hd = b.dims(in[has_bias ? 5 : 3]);
+    types.insert(types.end(), 2, {dt, hd});
+    return host_lstm(b, ctx.attrs, in, types, true);
+  }
   Value x = in[0], w_ih = in[1], w_hh = in[2], h0 = in[3], c0 = in[4], y = in[5], ws = in[6];
   size_t next = 7;
   Value grad_y = ctx.attrs.get_bool("has_grad_y") ? in[next++] : Value{};

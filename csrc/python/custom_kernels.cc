@@ -11,6 +11,7 @@
 #include "aten/tensor_access.h"
 #include "distributed/device_backend.h"
 #include "host_aten/conv_kernel.h"
+#include "host_aten/lstm_kernel.h"
 #include "host_aten/kernel_call.h"
 #include "lowering/custom_kernel.h"
 #include "runtime/runtime.h"
@@ -109,6 +110,8 @@ void bind_custom_kernels(py::module_& m) {
     host_aten::set_host_conv_min_macs(macs);
     return old;
   });
+  // Tests and A/B runs: the multiply-adds from which LSTM layers take the host kernel; returns the old value.
+  m.def("_set_host_lstm_min_macs", [](double macs) { return host_aten::set_host_lstm_min_macs(macs); });
   // Tests: how many host_aten kernel blocks were spread over XLA's intra-op pool and over our own.
   m.def("_host_kernel_block_counts", [] {
     const host_aten::BlockCounts c = host_aten::block_counts();

@@ -33,4 +33,10 @@ void write_result_rows(const host_kernels::HostCall& call, int64_t index, int64_
   write_into(out.narrow(0, begin, value.size(0)), value);
 }
 
+at::Tensor sum_of_blocks(const std::vector<at::Tensor>& parts) {
+  at::Tensor sum = parts.at(0);
+  for (size_t i = 1; i < parts.size(); ++i) sum = sum + parts[i];
+  return sum;
+}
+
 }  // namespace tpu::host_aten

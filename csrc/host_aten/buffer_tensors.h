@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 
+#include <vector>
+
 #include "host_kernels/ffi_call_frame.h"
 
 namespace tpu::host_aten {
@@ -15,5 +17,9 @@ at::Tensor tensor_of(const host_kernels::ffi_abi::Buffer& b);
 void write_result(const host_kernels::HostCall& call, int64_t index, const at::Tensor& value);
 // The same for rows [begin, begin + value.size(0)) of result `index` (a block of its first dim).
 void write_result_rows(const host_kernels::HostCall& call, int64_t index, int64_t begin, const at::Tensor& value);
+
+// The sum of the per-block partial results of a for_blocks job (a weight gradient summed over
+// batch blocks); `parts` is not empty.
+at::Tensor sum_of_blocks(const std::vector<at::Tensor>& parts);
 
 }  // namespace tpu::host_aten

@@ -85,14 +85,9 @@ void backward(const HostCall& call, const Params& p) {
     grad_w[block] = std::get<1>(g);
     grad_b[block] = std::get<2>(g);
   });
-  auto total = [](const std::vector<at::Tensor>& parts) {
-    at::Tensor sum = parts[0];
-    for (size_t i = 1; i < parts.size(); ++i) sum = sum + parts[i];
-    return sum;
-  };
   int64_t next = mask[0] ? 1 : 0;
-  if (mask[1]) write_result(call, next++, total(grad_w));
-  if (mask[2]) write_result(call, next++, total(grad_b));
+  if (mask[1]) write_result(call, next++, sum_of_blocks(grad_w));
+  if (mask[2]) write_result(call, next++, sum_of_blocks(grad_b));
 }
 
 void run(const HostCall& call) {
@@ -118,5 +113,5 @@ MacsThreshold& min_macs() {
 }  // namespace
 
 double host_conv_min_macs() { return min_macs().get(); }
-void set_host_conv_min_macs(double macs) { min_macs().set(macs); }
+double set_host_conv_min_macs(double macs) { return min_macs().set(macs); }
 }  // namespace tpu::host_aten

@@ -25,7 +25,8 @@ constexpr const char* kConv = "torch_tpu_conv";
 // TORCH_TPU_HOST_CONV_MIN_MACS (read once), else 1e8 - between the zoo's small CNN's convolutions
 // (3.8e7, slower through the kernel) and its medium one's (3.0e8, 1.4-1.5x faster steps).
 double host_conv_min_macs();
-// Tests: changes it for the process (programs already compiled keep their choice).
-void set_host_conv_min_macs(double macs);
+// Tests: changes it for the process (programs already compiled keep their choice) and returns
+// the old value.
+double set_host_conv_min_macs(double macs);
 
 }  // namespace tpu::host_aten

@@ -134,15 +134,10 @@ void backward(const HostCall& call) {
     rows(grad_h0, begin, end).copy_(std::get<5>(g));
     rows(grad_c0, begin, end).copy_(std::get<6>(g));
   });
-  auto total = [](const std::vector<at::Tensor>& parts) {
-    at::Tensor sum = parts[0];
-    for (size_t k = 1; k < parts.size(); ++k) sum = sum + parts[k];
-    return sum;
-  };
-  write_result(call, 1, total(grad_w_ih));
-  write_result(call, 2, total(grad_w_hh));
+  write_result(call, 1, sum_of_blocks(grad_w_ih));
+  write_result(call, 2, sum_of_blocks(grad_w_hh));
   if (l.bias) {
-    const at::Tensor b = total(grad_b);
+    const at::Tensor b = sum_of_blocks(grad_b);
     write_result(call, 3, b);
     write_result(call, 4, b);
   }
@@ -166,6 +161,23 @@ bool available() { return at::hasMKLDNN(); }
 
 const bool kAdded = host_kernels::add_extension_kernel(kLstm, &handler, &available);
 
+// The bytes of the workspace oneDNN's forward makes for one block of `rows` batch rows: learnt by
+// running that forward once on zeros.
+int64_t workspace_bytes(int64_t T, int64_t rows, int64_t I, int64_t H, bool bias, bool reverse) {
+  SerialAten serial;
+  c10::InferenceMode no_autograd;
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  Layer l;
+  l.w_ih = at::zeros({4 * H, I}, f32);
+  l.w_hh = at::zeros({4 * H, H}, f32);
+  l.b_ih = l.b_hh = bias ? at::zeros({4 * H}, f32) : at::empty({0}, f32);
+  l.H = H;
+  l.bias = bias;
+  l.reverse = reverse;
+  const at::Tensor state = at::zeros({rows, H}, f32);
+  return std::get<3>(cpu_forward(l, at::zeros({T, rows, I}, f32), state, state)).numel();
+}
+
 MacsThreshold& min_macs() {
   static MacsThreshold value("TORCH_TPU_HOST_LSTM_MIN_MACS", 2e8);
   return value;
@@ -184,29 +196,17 @@ std::vector<int64_t> lstm_workspace_offsets(int64_t T, int64_t B, int64_t I, int
   for (int64_t b = 0; b < n; ++b) {
     const int64_t rows = B * (b + 1) / n - B * b / n;
     const auto key = std::make_tuple(T, rows, I, H, bias, reverse);
-    int64_t bytes = 0;
+    std::optional<int64_t> known;
     {
       std::lock_guard<std::mutex> g(mu);
-      auto it = bytes_for.find(key);
-      if (it != bytes_for.end()) bytes = it->second;
+      if (auto it = bytes_for.find(key); it != bytes_for.end()) known = it->second;
     }
-    if (bytes == 0) {
-      SerialAten serial;
-      c10::InferenceMode no_autograd;
-      const auto f32 = at::TensorOptions().dtype(at::kFloat);
-      Layer l;
-      l.w_ih = at::zeros({4 * H, I}, f32);
-      l.w_hh = at::zeros({4 * H, H}, f32);
-      l.b_ih = l.b_hh = bias ? at::zeros({4 * H}, f32) : at::empty({0}, f32);
-      l.H = H;
-      l.bias = bias;
-      l.reverse = reverse;
-      const at::Tensor state = at::zeros({rows, H}, f32);
-      bytes = std::get<3>(cpu_forward(l, at::zeros({T, rows, I}, f32), state, state)).numel();
+    if (!known) {
+      known = workspace_bytes(T, rows, I, H, bias, reverse);
       std::lock_guard<std::mutex> g(mu);
-      bytes_for[key] = bytes;
+      bytes_for[key] = *known;
     }
-    offsets.push_back(offsets.back() + bytes);
+    offsets.push_back(offsets.back() + *known);
   }
   return offsets;
 }

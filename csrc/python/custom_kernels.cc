@@ -105,11 +105,7 @@ void bind_custom_kernels(py::module_& m) {
   // The host kernels the plugin runs as FFI custom calls (the CPU plugin; none elsewhere).
   m.def("_host_kernels", [] { return runtime::Runtime::get().host_kernels(); });
   // Tests: the multiply-adds from which convolutions take the host kernel; returns the old value.
-  m.def("_set_host_conv_min_macs", [](double macs) {
-    const double old = host_aten::host_conv_min_macs();
-    host_aten::set_host_conv_min_macs(macs);
-    return old;
-  });
+  m.def("_set_host_conv_min_macs", [](double macs) { return host_aten::set_host_conv_min_macs(macs); });
   // Tests and A/B runs: the multiply-adds from which LSTM layers take the host kernel; returns the old value.
   m.def("_set_host_lstm_min_macs", [](double macs) { return host_aten::set_host_lstm_min_macs(macs); });
   // Tests: how many host_aten kernel blocks were spread over XLA's intra-op pool and over our own.

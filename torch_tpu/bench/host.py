@@ -59,8 +59,11 @@ def warm_up(step, warmup: int, *, settle: int = 3, max_more_s: float = 30.0, max
     """Runs ``step()`` ``warmup`` times and then, unless ``warmup`` is 0, on until the loop is
     steady: ``settle`` steps in a row compiled nothing, and Fused Eager's fuse advisor has no
     pattern on its way to a verdict (``fused_patterns_pending``) - its trials run some iterations
-    op by op, which a profile of the loop should not catch. At most ``max_more_s`` seconds or
-    ``max_more_steps`` steps more. Returns (steps run, "" or why the loop was not steady yet)."""
+    op by op, which a profile of the loop should not catch. The steps it checks are run as a timed
+    loop runs them: starting with the device idle and ending with a wait for it, since both cut
+    Fused Eager's pending graph where the loop alone does not, so the graphs of those cuts are
+    compiled here too. At most ``max_more_s`` seconds or ``max_more_steps`` steps more. Returns
+    (steps run, "" or why the loop was not steady yet)."""
     for _ in range(warmup):
         step()
     if warmup == 0:
@@ -72,8 +75,16 @@ def warm_up(step, warmup: int, *, settle: int = 3, max_more_s: float = 30.0, max
 
     quiet, more = 0, 0
     start = time.perf_counter()
+    torch.tpu.synchronize()
     programs, pending = state()
-    while quiet < settle or pending:
+    while True:
+        if quiet >= settle and not pending:
+            torch.tpu.synchronize()
+            before = programs
+            programs, pending = state()
+            if programs == before and not pending:
+                return warmup + more, ""
+            quiet = 0  # the wait's cut compiled a graph: the steps after it start afresh too
         if more >= max_more_steps or time.perf_counter() - start > max_more_s:
             why = (f"the fuse advisor still had {pending} loop pattern(s) without a verdict (being timed, "
                    f"or left by an earlier loop)" if quiet >= settle else
@@ -84,7 +95,6 @@ def warm_up(step, warmup: int, *, settle: int = 3, max_more_s: float = 30.0, max
         before = programs
         programs, pending = state()
         quiet = quiet + 1 if programs == before else 0
-    return warmup + more, ""
 
 
 def _unprofiled_threads(step, steps: int):

@@ -17,6 +17,12 @@ import torch  # noqa: E402
 import torch_tpu  # noqa: E402,F401
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "timing: asserts on wall-clock times or CPU shares; scripts/run_tests.sh runs these after the "
+        "parallel pass, alone on the machine")
+
+
 @pytest.fixture
 def no_fallback():
     """Fails the test if any op fell back to the CPU while it ran."""

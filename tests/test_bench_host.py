@@ -17,6 +17,9 @@ from torch_tpu.bench.host import warm_up
 from torch_tpu.bench.models import builtin_step
 from torch_tpu.execution_mode import EagerMode, mode
 
+# Warm-ups that wait for the fuse advisor's timed verdicts, and profiles of whole steps.
+pytestmark = pytest.mark.timing
+
 ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 
 
@@ -85,7 +88,9 @@ def test_fused_warm_up_waits_for_the_fuse_advisor():
 def test_warm_up_says_when_the_loop_never_settles():
     shapes = iter(range(1, 10**6))
     with mode(EagerMode.STRICT):  # a new shape each step: a new program each step
-        steps, note = warm_up(lambda: torch.ones(next(shapes), device="tpu").sum().item(), 2, max_more_steps=5)
+        # No time limit (compiles on a loaded machine take seconds): the step limit ends it.
+        steps, note = warm_up(lambda: torch.ones(next(shapes), device="tpu").sum().item(), 2, max_more_s=float("inf"),
+                              max_more_steps=5)
     assert steps == 7 and "still compiled programs" in note
     assert warm_up(lambda: None, 0) == (0, "")  # no warm-up asked: none
 

@@ -238,6 +238,7 @@ def _broken_promise(rank, world_size):
     return y.cpu()
 
 
+@pytest.mark.timing
 def test_a_broken_promise_is_a_clear_error_not_a_hang():
     import time
 
@@ -285,6 +286,7 @@ def _diverged_counts(rank, world_size):
     return x.cpu()
 
 
+@pytest.mark.timing
 def test_ranks_whose_collectives_diverged_fail_at_once_not_at_the_timeout():
     """Rank 0 records its all_reduce into a program (no meeting) while rank 1 launches its own:
     the ranks then wait at different rounds, which none can complete - an error naming where each
@@ -322,6 +324,7 @@ def _regions_and_cuts(rank, world_size, steps, n, layers):
     return total.cpu(), [m.cpu() for m in w], x.cpu()
 
 
+@pytest.mark.timing
 def test_ranks_entering_regions_while_the_other_launches_never_deadlock():
     import time
 

@@ -58,6 +58,7 @@ def _heavy(x):
     return x
 
 
+@pytest.mark.timing
 def test_strict_returns_before_the_work_is_done():
     x = torch.randn(1024, 1024, device="tpu") / 32
     _heavy(x)

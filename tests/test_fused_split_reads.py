@@ -149,6 +149,7 @@ def test_the_split_is_on_by_default_also_on_the_cpu_plugin(monkeypatch):
     assert per_step["executions"] == 2 and per_step["fused_split_reads"] == 1, per_step
 
 
+@pytest.mark.timing
 def test_read_returns_before_the_rest_completes(monkeypatch):
     g = torch.Generator().manual_seed(0)
     x_cpu, w_cpu = torch.randn(4, 4, generator=g), torch.randn(768, 768, generator=g) / 30

@@ -41,6 +41,7 @@ def run_kernels():
 """
 
 
+@pytest.mark.timing
 def test_cpu_matmuls_keep_their_speed_after_host_kernels_ran():
     # A fresh process: the OpenMP runtime's state is per process.
     script = textwrap.dedent("""

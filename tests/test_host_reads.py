@@ -109,6 +109,7 @@ def _first_quartile(times):
 
 
 @cpu_plugin_only
+@pytest.mark.timing
 def test_item_of_a_small_compiled_program_is_fast():
     """Guards the speed the in-place read gives, against the same machine's own costs (interleaved,
     so a loaded or slower machine moves them all): .item() of a computed result under 25 us, and a

@@ -39,6 +39,7 @@ def test_counts_the_collectives_of_a_text():
     assert not ct.COLLECTIVE_THUNK.match("dot.3") and not ct.COLLECTIVE_THUNK.match("all-gather-fusion")
 
 
+@pytest.mark.timing  # the traced thunks' time against the run's wall time
 def test_replay_traces_the_collective_thunks(tmp_path):
     pytest.importorskip("jax", reason="jax is pinned in requirements-test.txt; the replay needs it")
     ct = load("collective_thunks")

@@ -2,6 +2,11 @@
 reference for torch.compile(backend="tpu"). It starts from a torch Llama's weights, so both
 compute the same losses (checked by benchmarks/compile_step.py).
 
+The step runs on JAX's default device (jaxlib's own CPU client, with jaxlib's build of XLA) or on
+`device`, e.g. the PJRT plugin torch_tpu runs on (`jax_plugin.py`): then JAX's program and ours
+are compiled and run by the same build of XLA, and what is left between them is the programs and
+the host paths.
+
 Only used by benchmarks; jax is not a dependency of torch_tpu.
 """
 
@@ -64,8 +69,9 @@ def make_loss(cfg, cos, sin):
     return loss
 
 
-def make_step(model, tokens, targets, lr, weight_decay, betas=(0.9, 0.999), eps=1e-8):
-    """A function running one jitted step (state donated) and returning the loss as a float."""
+def make_step(model, tokens, targets, lr, weight_decay, betas=(0.9, 0.999), eps=1e-8, device=None):
+    """A function running one jitted step (state donated) and returning the loss as a float; on
+    `device` (default: JAX's default device)."""
     loss_fn = make_loss(model.cfg, model.cos.cpu(), model.sin.cpu())
     b1, b2 = betas
 
@@ -88,6 +94,8 @@ def make_step(model, tokens, targets, lr, weight_decay, betas=(0.9, 0.999), eps=
              "t": jnp.zeros((), jnp.float32)}
     tokens = jnp.asarray(np.asarray(tokens.cpu()))
     targets = jnp.asarray(np.asarray(targets.cpu()))
+    if device is not None:  # the jitted step runs where its arguments are
+        state, tokens, targets = jax.device_put((state, tokens, targets), device)
 
     def step():
         loss, state["p"], state["m"], state["v"], state["t"] = step_fn(

@@ -16,7 +16,6 @@ times single runs to completion (`block_until_ready`), and the medians are repor
 
 import argparse
 import glob
-import logging
 import os
 import re
 import statistics
@@ -26,6 +25,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:  # jax_plugin, zoo_models
+    sys.path.insert(0, HERE)
 MIN_TEXT = 4096  # graph programs; per-op programs are a few hundred bytes
 CONTENDERS = ("plugin", "jaxlib")
 
@@ -77,13 +78,10 @@ def _devices(plugin_path):
     """{contender: its JAX device}; the plugin is registered with JAX once per process."""
     if not _DEVICES:
         import jax
-        from jax._src import xla_bridge
+        import jax_plugin
 
         jax.config.update("jax_enable_x64", True)
-        logging.getLogger(xla_bridge.__name__).setLevel(logging.ERROR)  # "platform is experimental"
-        xla_bridge.register_plugin("torch_tpu_plugin", library_path=plugin_path,
-                                   options={"cpu_device_count": 1, "asynchronous": True})
-        _DEVICES.update(plugin=jax.devices("torch_tpu_plugin")[0], jaxlib=jax.devices("cpu")[0])
+        _DEVICES.update(plugin=jax_plugin.device(plugin_path), jaxlib=jax.devices("cpu")[0])
     return _DEVICES
 
 

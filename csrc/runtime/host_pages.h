@@ -10,8 +10,14 @@
 // the main heap, so the resident size stays near its peak instead of shrinking. (A thread that
 // already has an arena of its own still unmaps a secondary heap once it is empty.)
 //
-//   TORCH_TPU_HOST_PAGES=keep|release   (default keep with the XLA CPU plugin; release: glibc's
-//                                        defaults, memory returned as soon as it is freed)
+// The one arena has a price: every thread's malloc and free takes the same lock, and the thread
+// recording Fused Eager's ops allocates while XLA's threads run the last program. "keep-arenas"
+// keeps the pages but leaves glibc's per-thread arenas (small Fused steps faster, steps whose
+// large blocks come from threads with arenas of their own slower: docs/design.md).
+//
+//   TORCH_TPU_HOST_PAGES=keep|keep-arenas|release   (default keep with the XLA CPU plugin;
+//                                        release: glibc's defaults, memory returned as soon as
+//                                        it is freed)
 #pragma once
 
 #include "runtime/client_options.h"

@@ -144,10 +144,11 @@ TEST(HostPages, KeptWithTheCpuPluginUnlessReleased) {
     apply_host_pages_policy(PluginKind::kXlaCpu, fake_env({{"TORCH_TPU_HOST_PAGES", "sometimes"}}));
     FAIL() << "expected an error";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("TORCH_TPU_HOST_PAGES='sometimes' is not one of keep, release"),
+    EXPECT_NE(std::string(e.what()).find("TORCH_TPU_HOST_PAGES='sometimes' is not one of keep, keep-arenas, release"),
               std::string::npos) << e.what();
   }
   // Last: keeping pages changes this process's allocator for the tests after it (harmlessly).
+  EXPECT_TRUE(apply_host_pages_policy(PluginKind::kXlaCpu, fake_env({{"TORCH_TPU_HOST_PAGES", "keep-arenas"}})));
   EXPECT_TRUE(apply_host_pages_policy(PluginKind::kXlaCpu, fake_env({})));
 }
 

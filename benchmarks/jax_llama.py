@@ -97,9 +97,14 @@ def make_step(model, tokens, targets, lr, weight_decay, betas=(0.9, 0.999), eps=
     if device is not None:  # the jitted step runs where its arguments are
         state, tokens, targets = jax.device_put((state, tokens, targets), device)
 
+    def arguments():
+        return state["p"], state["m"], state["v"], state["t"], tokens, targets
+
     def step():
-        loss, state["p"], state["m"], state["v"], state["t"] = step_fn(
-            state["p"], state["m"], state["v"], state["t"], tokens, targets)
+        loss, state["p"], state["m"], state["v"], state["t"] = step_fn(*arguments())
         return float(loss)
 
+    # For benchmarks that look at the program (step_programs_vs_jax.py) or where it runs:
+    # step.jitted.lower(*step.arguments()) is the step as JAX compiles it.
+    step.jitted, step.arguments = step_fn, arguments
     return step

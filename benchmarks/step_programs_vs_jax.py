@@ -52,10 +52,7 @@ def jax_program(workload):
     model = compile_step._make_model(workload)
     x, y = compile_step._tokens(1, workload)
     step = jax_llama.make_step(model, x, y, lr=3e-3, weight_decay=0.01)
-    cells = dict(zip(step.__code__.co_freevars, (c.cell_contents for c in step.__closure__)))
-    state = cells["state"]
-    return cells["step_fn"].lower(state["p"], state["m"], state["v"], state["t"], cells["tokens"],
-                                  cells["targets"]).as_text()
+    return step.jitted.lower(*step.arguments()).as_text()
 
 
 def main():

@@ -25,8 +25,6 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:  # jax_plugin, zoo_models
-    sys.path.insert(0, HERE)
 MIN_TEXT = 4096  # graph programs; per-op programs are a few hundred bytes
 CONTENDERS = ("plugin", "jaxlib")
 
@@ -78,6 +76,9 @@ def _devices(plugin_path):
     """{contender: its JAX device}; the plugin is registered with JAX once per process."""
     if not _DEVICES:
         import jax
+
+        if HERE not in sys.path:  # jax_plugin, beside this file (a caller may have loaded it by path)
+            sys.path.insert(0, HERE)
         import jax_plugin
 
         jax.config.update("jax_enable_x64", True)
@@ -148,14 +149,13 @@ def main():
     parser.add_argument("--no-write", action="store_true", help="print only (no results files)")
     args = parser.parse_args()
 
-    sys.path.insert(0, os.path.join(HERE, ".."))
+    sys.path[:0] = [HERE, os.path.join(HERE, "..")]  # zoo_models, _results, jax_plugin; torch_tpu
     from torch_tpu._plugin import default_plugin_path
 
     plugin_path = default_plugin_path("cpu")
     if plugin_path is None:
         raise SystemExit("no XLA CPU plugin found (pip install -r requirements.txt)")
     if args.models is None:
-        sys.path.insert(0, HERE)
         import zoo_models
 
         args.models = ",".join(zoo_models.available())
@@ -187,8 +187,6 @@ def main():
     print(f"median over models, plugin / jaxlib: {statistics.median(ratios):.2f}x")
     if not args.no_write:
         import jax
-
-        sys.path.insert(0, HERE)
         import _results
 
         _results.write("xla_builds", "The zoo's compiled programs under two XLA CPU builds",

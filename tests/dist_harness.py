@@ -93,7 +93,11 @@ def run_processes(fn, world_size=2, backend="tpu_dist", args=(), timeout=120, en
 
 def run_threads(fn, world_size=2, args=(), timeout=120):
     """Runs ``fn(rank, world_size, *args)`` on threads of this process, rank r on tpu:r
-    (the device transport)."""
+    (the device transport). The process's fallback counts start empty, as in the fresh processes
+    of ``run_processes``: the ranks read them, and tests an earlier file ran in this worker
+    process (pytest-xdist) may have left some."""
+    import torch_tpu
     from torch_tpu.distributed import run_in_threads
 
+    torch_tpu.reset_fallback_counts()
     return run_in_threads(fn, world_size, args=args, timeout=timeout)

@@ -8,7 +8,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from dist_harness import run_processes
-from dist_training import CONFIG, initial_state, train_slices
+from dist_reference_training import CONFIG, initial_state, train_slices
 
 
 def fsdp_train_and_save(rank, world_size, checkpoint_dir):

@@ -8,7 +8,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from dist_harness import run_processes, run_threads
-from dist_training import initial_state, train_single, train_slices
+from dist_reference_training import initial_state, train_single, train_slices
 
 STEPS = 3
 
@@ -16,7 +16,7 @@ STEPS = 3
 def ddp_train(rank, world_size, mode="strict"):
     import torch_tpu
     from models.llama import Llama
-    from dist_training import CONFIG
+    from dist_reference_training import CONFIG
 
     torch_tpu.execution_mode.set_mode(mode)
     model = Llama(CONFIG)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from dist_harness import run_processes
-from dist_training import CONFIG, LR, global_batches, initial_state, train_single, train_slices
+from dist_reference_training import CONFIG, LR, global_batches, initial_state, train_single, train_slices
 
 
 def redistribute_cases(rank, world_size):

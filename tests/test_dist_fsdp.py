@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from dist_harness import run_processes
-from dist_training import CONFIG, initial_state, train_single, train_slices
+from dist_reference_training import CONFIG, initial_state, train_single, train_slices
 
 STEPS = 3
 

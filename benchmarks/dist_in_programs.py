@@ -9,6 +9,7 @@ process, one XLA CPU device each (tpu_dist's device transport). Three Llama trai
                     reduce-scatters run in its hooks between them, in Fused Eager.
 
     python benchmarks/dist_in_programs.py [--workloads tp fsdp fsdp_compiled] [--ranks 2 4] [--dim 128] [--rounds 7]
+                                           [--steps 10] [--read-every 10]
 
 Contenders, interleaved round by round in one run (same model, same data):
   * in programs - the collectives are inside the programs: the compiled forward and backward
@@ -144,6 +145,18 @@ def _fsdp_compiled_steps(rank, world_size, args):
 WORKLOADS = {"tp": _tp_steps, "fsdp": _fsdp_steps, "fsdp_compiled": _fsdp_compiled_steps}
 
 
+def run_steps(step, n, read_every):
+    """Runs `step` (returning its loss) `n` times, reading the loss on the host every `read_every`
+    steps and after the last, as a training loop logs it; returns the last loss. A read waits for
+    the step's programs, so it ends the overlap of one step's programs with the next step's
+    recording."""
+    for i in range(n):
+        loss = step()
+        if (i + 1) % read_every == 0 and i + 1 < n:
+            loss.item()
+    return loss.item()
+
+
 def _rank(rank, world_size, args, workload, out):
     import torch
     import torch.distributed as dist
@@ -160,9 +173,7 @@ def _rank(rank, world_size, args, workload, out):
         dist.barrier()
 
     def steps(name, n):
-        for _ in range(n):
-            loss = step_fns[name]()
-        return loss.item()
+        return run_steps(step_fns[name], n, args.read_every)
 
     times = {name: [] for name in CONTENDERS}
     eager = {name: [] for name in CONTENDERS}
@@ -301,7 +312,8 @@ def _measure_in_own_process(args, ranks):
         path = os.path.join(tmp, "result.json")
         cmd = [sys.executable, os.path.abspath(__file__), "--workloads", *args.workloads, "--ranks", str(ranks),
                "--dim", str(args.dim), "--batch", str(args.batch), "--rounds", str(args.rounds),
-               "--steps", str(args.steps), "--no-write", "--result-json", path]
+               "--steps", str(args.steps), "--read-every", *map(str, args.read_every), "--no-write",
+               "--result-json", path]
         dump = os.path.join(tmp, "hlo")  # the programs it runs, for collective_thunks.py
         os.mkdir(dump)
         env = dict(os.environ, TORCH_TPU_CPU_DEVICE_COUNT=str(ranks), TORCH_TPU_DUMP_HLO=dump)
@@ -323,7 +335,10 @@ def main():
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=10, help="steps per contender and round")
+    parser.add_argument("--read-every", type=int, nargs="+", default=[1, 10],
+                        help="read patterns: the loss read on the host every this many steps (and after each "
+                             "round's last); each pattern measured in turn")
     parser.add_argument("--no-write", action="store_true", help="print only (no results files)")
     parser.add_argument("--result-json", help=argparse.SUPPRESS)  # a child's results (one rank count)
     args = parser.parse_args()
@@ -336,14 +351,16 @@ def main():
 
         (ranks,) = args.ranks
         os.environ.setdefault("TORCH_TPU_CPU_DEVICE_COUNT", str(ranks))
-        results = {workload: _measure(args, workload, ranks) for workload in args.workloads}
+        results = {f"{workload} r{k}": _measure(argparse.Namespace(**{**vars(args), "read_every": k}), workload, ranks)
+                   for workload in args.workloads for k in args.read_every}
         with open(args.result_json, "w") as f:
             json.dump(results, f)
         return
 
     import _results
 
-    rows = [["step", "ranks", "contender", "step (ms, median)", "vs eager cut", "eager collectives / rank / step",
+    rows = [["step", "ranks", "loss read every", "contender", "step (ms, median)", "vs eager cut",
+             "eager collectives / rank / step",
              "executions / step (all ranks)", "collective ms / rank / step (wait + XLA)", "collectives' share of the step"]]
     summary = {}
     measured = {}
@@ -352,15 +369,17 @@ def main():
         measured[ranks] = _measure_in_own_process(args, ranks)
     for workload in args.workloads:
         for ranks in args.ranks:
-            result = measured[ranks][workload]
-            for name in CONTENDERS:
-                r = result[name]
-                summary[f"{workload}/{ranks}/{name}"] = r
-                collective_ms = r["collective_wait_ms"] + (r["collective_thunks_ms"] or 0.0)
-                rows.append([workload, ranks, name, f"{r['step_s'] * 1e3:.1f}", f"{r['vs_eager_cut']:.2f}x",
-                             f"{r['eager_collectives']:.0f}", f"{r['executions']:.0f}",
-                             f"{collective_ms:.1f} ({r['collective_wait_ms']:.1f} + {r['collective_thunks_ms'] or 0.0:.1f})",
-                             f"{collective_ms / (r['step_s'] * 1e3):.0%}"])
+            for k in args.read_every:
+                result = measured[ranks][f"{workload} r{k}"]
+                for name in CONTENDERS:
+                    r = result[name]
+                    summary[f"{workload}/{ranks}/r{k}/{name}"] = r
+                    collective_ms = r["collective_wait_ms"] + (r["collective_thunks_ms"] or 0.0)
+                    rows.append([workload, ranks, f"{k} step{'s' if k > 1 else ''}", name, f"{r['step_s'] * 1e3:.1f}",
+                                 f"{r['vs_eager_cut']:.2f}x", f"{r['eager_collectives']:.0f}", f"{r['executions']:.0f}",
+                                 f"{collective_ms:.1f} ({r['collective_wait_ms']:.1f} + "
+                                 f"{r['collective_thunks_ms'] or 0.0:.1f})",
+                                 f"{collective_ms / (r['step_s'] * 1e3):.0%}"])
     for row in rows:
         print(" | ".join(str(c) for c in row))
     if not args.no_write:
@@ -369,7 +388,11 @@ def main():
                        notes=[f"Ranks as threads (one XLA CPU device each, sharing {os.cpu_count()} cores; each rank count "
                               "measured in a process of its own with one device per rank), Llama "
                               f"dim {args.dim} (2 layers), batch {args.batch} per step (tp: the same on every rank; "
-                              "fsdp: each rank its own), seq 32; ratio = eager-cut step time / step time (higher is "
+                              f"fsdp: each rank its own), seq 32; {args.rounds} rounds of {args.steps} steps per "
+                              f"contender, the loss read on the host every {' or every '.join(map(str, args.read_every))} "
+                              "steps, and after each round (a read waits for the step's programs, which ends the overlap of one "
+                              "step's programs with the next step's recording); ratio = eager-cut step time / step "
+                              "time (higher is "
                               "faster): per rank the median over rounds of the two step times in the same round, "
                               "then the median over ranks.",
                               "tp: compiled (torch.compile(backend=\"tpu\")), SGD; in programs = the compiled graphs "

@@ -350,11 +350,14 @@ def _compile_threads(fn, *args, timeout=180):
     return run_threads(fn, args=args, timeout=timeout)
 
 
-def _compiled_function(rank, world_size):
+def _compiled_function(rank, world_size, returns_the_sum=False):
+    import torch.distributed._functional_collectives as funcol
     from torch_tpu.dynamo import graph_runner
 
     def fn(x, w):
         y = torch.tanh(x @ w)
+        if returns_the_sum:  # a new tensor from the collective, returned as it is
+            return funcol.all_reduce(y, "sum", dist.group.WORLD)
         dist.all_reduce(y)
         return y * 2 + 1
 
@@ -387,10 +390,12 @@ def test_a_compiled_function_holds_its_collective_and_replays():
     assert stats["rerecorded_calls"] == 0 and stats["replays"] >= 6, stats
 
 
-def test_cut_collectives_keep_the_eager_result_and_say_why():
+@pytest.mark.parametrize("returns_the_sum", [False, True], ids=["computes_on", "returns_the_sum"])
+def test_cut_collectives_keep_the_eager_result_and_say_why(returns_the_sum):
     # TORCH_TPU_DIST_CUT_COLLECTIVES: each collective runs as a program of its own, so a compiled
     # graph holding one is recorded again per call (never replayed with a stale collective
-    # result), and the warning names the collective rather than a host read.
+    # result), and the warning names the collective rather than a host read - also when the
+    # graph returns the collective's result (an output no program of the graph wrote).
     import warnings
 
     import torch._dynamo
@@ -403,13 +408,14 @@ def test_cut_collectives_keep_the_eager_result_and_say_why():
     try:
         with warnings.catch_warnings(record=True) as caught:  # the rank threads' warnings too
             warnings.simplefilter("always")
-            results = _compile_threads(_compiled_function)
+            results = _compile_threads(_compiled_function, returns_the_sum)
     finally:
         _C._dist_cut_collectives(False)
     for rank, (pairs, counts, stats) in enumerate(results):
         for i, (compiled, eager) in enumerate(pairs):
             x = torch.arange(32, dtype=torch.float32).reshape(4, 8) / 50 + i
-            want = sum(torch.tanh(x @ (torch.ones(8, 8) * (r + 1) / 10)) for r in range(2)) * 2 + 1
+            want = sum(torch.tanh(x @ (torch.ones(8, 8) * (r + 1) / 10)) for r in range(2))
+            want = want if returns_the_sum else want * 2 + 1
             torch.testing.assert_close(compiled, eager, msg=lambda m: f"rank {rank} call {i}: {m}")
             torch.testing.assert_close(compiled, want, msg=lambda m: f"rank {rank} call {i}: {m}")
         assert counts == [{"launched": 1, "recorded": 0}] * 4, counts

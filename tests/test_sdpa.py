@@ -113,6 +113,37 @@ def test_fully_masked_rows_give_zeros_like_the_math_path(no_fallback):
         assert_close(got, want)
 
 
+@pytest.mark.parametrize("gqa", [False, True], ids=["mha", "gqa"])
+def test_backward_takes_row_sums_from_the_forward_output_like_cpu_flash(gqa, no_fallback):
+    """The softmax backward's row sums come from the forward's output, sum(dO * O) over the head
+    dim, as PyTorch's CPU flash-attention backward takes them (no sum over the keys of the dP
+    product): given the same `out`, even one that is not the forward's, both give the same
+    gradients, and dV does not depend on it."""
+    g = torch.Generator().manual_seed(5)
+    hk = 2 if gqa else 4
+    q = torch.randn(2, 4, 8, 16, generator=g)
+    k, v = (torch.randn(2, hk, 8, 16, generator=g) for _ in range(2))
+    grad_out = torch.randn(2, 4, 8, 16, generator=g)
+    # The CPU kernel takes key-value heads repeated to the query's.
+    k_cpu, v_cpu = (t.repeat_interleave(4 // hk, dim=1) for t in (k, v))
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k_cpu, v_cpu, 0.0, True)[:2]
+    other_out = out * 1.5 + 0.1
+    want = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+        grad_out, q, k_cpu, v_cpu, other_out, lse, 0.0, True)
+    want = (want[0], *(w.unflatten(1, (hk, 4 // hk)).sum(2) for w in want[1:]))  # back to kv heads
+    t = lambda x: x.to("tpu")  # noqa: E731
+    fwd = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(t(q), t(k), t(v), None, 0.0, True)
+    assert_close(fwd[0], out)
+    grads = {}
+    for name, given in (("forward's", fwd[0]), ("other", t(other_out))):
+        grads[name] = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward(
+            t(grad_out), t(q), t(k), t(v), None, [True, True, True, False], given, fwd[1], None, None, 8, 8,
+            0.0, True, fwd[6], fwd[7])[:3]
+    for got, ref in zip(grads["other"], want):
+        assert_close(got, ref)
+    assert (grads["other"][0] - grads["forward's"][0]).abs().max().item() > 0.1  # dQ follows `out`
+    assert_close(grads["other"][2], grads["forward's"][2].cpu())  # dV does not
+
 def test_strict_mode_has_no_fallback_and_one_program_per_direction():
     q, k, v, mask = make_inputs((2, 4, 8, 16), (2, 2, 8, 16), (8, 8), "float", torch.float32)
     qt, kt, vt, mt = (t.to("tpu") for t in (q, k, v, mask))

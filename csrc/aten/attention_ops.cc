@@ -177,7 +177,7 @@ ForwardResult k_sdpa_forward(const at::Tensor& q, const at::Tensor& k, const at:
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> k_sdpa_backward(
     const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-    const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& /*out*/,
+    const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& out,
     const at::Tensor& logsumexp, const at::Tensor& /*cum_seq_q*/, const at::Tensor& /*cum_seq_k*/,
     c10::SymInt /*max_q*/, c10::SymInt /*max_k*/, double dropout_p, bool is_causal, const at::Tensor& philox_seed,
     const at::Tensor& philox_offset, std::optional<double> scale) {
@@ -200,6 +200,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> k_sdpa_backward(
   r.input(grad_out).input(q).input(k).input(v);
   if (has_bias) r.input(attn_bias);
   r.input(logsumexp);
+  // The forward's output gives the softmax backward's row sums without the dP product.
+  const bool has_out = out.defined() && out.sizes() == grad_out.sizes();
+  if (has_out) r.input(out);
   if (dropout_p > 0) {
     TORCH_CHECK(philox_seed.defined() && philox_offset.defined() && philox_seed.numel() == 1 &&
                     philox_offset.numel() == 1,
@@ -215,7 +218,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> k_sdpa_backward(
     r.attrs().set_ints(order_keys[i], orders[i]);
   }
   r.attrs().set_bool("want_q", want[0]).set_bool("want_k", want[1]).set_bool("want_v", want[2]);
-  r.attrs().set_bool("want_bias", want[3]);
+  r.attrs().set_bool("want_bias", want[3]).set_bool("has_out", has_out);
   const size_t count = std::count(want.begin(), want.end(), true);
   auto outs = r.run(count);
   std::array<at::Tensor, 4> grads;

@@ -21,16 +21,7 @@ CompiledGraph capture_end(const std::vector<at::Tensor>& inputs, const std::vect
   const int device = exec::FusedGraphs::capture_device();
   exec::CapturedProgram program = device >= 0 ? graphs.of(device).flush_captured() : exec::CapturedProgram{};
   graphs.end_capture();
-  const bool cut = !program.complete;
-  const std::string cut_reason = program.cut_reason;
-  CompiledGraph graph(std::move(program), inputs, outputs);
-  if (cut) {
-    graph.refuse(!cut_reason.empty()
-                     ? cut_reason
-                     : "its recording was interrupted: an op read device data on the host or wrote host data "
-                       "into a device tensor (e.g. an op that falls back to the CPU)");
-  }
-  return graph;
+  return CompiledGraph(std::move(program), inputs, outputs);
 }
 
 std::string BackgroundProgram::state() const {

@@ -82,6 +82,14 @@ CompiledGraph::CompiledGraph(exec::CapturedProgram program, const std::vector<at
                              const std::vector<at::Tensor>& outputs)
     : program_(std::move(program)) {
   auto fail = [this](std::string why) { refuse(std::move(why)); };
+  // A cut recording is the cause of whatever else does not fit below (an output a collective
+  // outside the graph made, say): its reason comes first.
+  if (!program_.complete) {
+    fail(!program_.cut_reason.empty()
+             ? program_.cut_reason
+             : "its recording was interrupted: an op read device data on the host or wrote host data into a "
+               "device tensor (e.g. an op that falls back to the CPU)");
+  }
   if (!program_.scalars_fixed) fail("the graph draws random numbers (its RNG seed and offset change per call)");
 
   std::unordered_map<runtime::DeviceStorage*, int> input_of;

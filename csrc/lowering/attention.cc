@@ -199,6 +199,8 @@ std::vector<Value> lower_sdpa_bwd(Context& ctx, const std::vector<Value>& in) {
   const Dims shape = g.scores5();
   size_t next = o.bias.valid() ? 5 : 4;
   ++next;  // the forward's logsumexp: P is recomputed exactly as the forward made it (softmax_rows)
+  Value out;  // the forward's output, when given
+  if (ctx.attrs.get_bool("has_out", false)) out = in[next++];
   Value p = softmax_rows(b, scores(b, o), shape, nullptr);
   Value keep;
   Value pd = p;  // the probabilities after dropout, as they multiplied V
@@ -212,8 +214,19 @@ std::vector<Value> lower_sdpa_bwd(Context& ctx, const std::vector<Value>& in) {
   std::vector<Value> outs;
   Value dp = b.reshape(b.dot_general(d_out, o.v3, {0}, {0}, {2}, {2}, o.t, true), shape);
   if (keep.valid()) dp = apply_dropout(b, o, dp, keep);
-  // Softmax backward: dS = P * (dP - sum(dP * P)).
-  Value row_dot = b.reduce(b.mul(dp, p), b.constant(o.t, 0.0), {4}, ReduceKind::kSum);
+  // Softmax backward: dS = P * (dP - sum(dP * P)). With the forward's output O = dropout(P) V,
+  // sum_j dP_ij P_ij = sum_e dO_ie O_ie (as PyTorch's CPU flash-attention backward takes it): a
+  // sum over the head dim, independent of the dP product. Summed over the keys, XLA's CPU
+  // compiler puts the dP product, this sum and dS in one YNNPACK fusion that runs several times
+  // slower than the product and the elementwise parts apart.
+  Value row_dot;
+  if (out.valid()) {
+    Value o3 = b.reshape(b.convert(out, o.t), g.rows3(g.ev));
+    row_dot = b.reshape(b.reduce(b.mul(d_out, o3), b.constant(o.t, 0.0), {2}, ReduceKind::kSum),
+                        {g.n, g.hk, g.groups(), g.l});
+  } else {
+    row_dot = b.reduce(b.mul(dp, p), b.constant(o.t, 0.0), {4}, ReduceKind::kSum);
+  }
   Value ds = b.reshape(b.mul(p, b.sub(dp, expand_rows(b, row_dot, shape))), g.rows3(g.s));
   if (ctx.attrs.get_bool("want_q", true)) {
     Value dq = b.dot_general(ds, o.k3, {0}, {0}, {2}, {1}, o.t, true);  // [N * Hk, G * L, E]

@@ -9,7 +9,8 @@
 //   [N, Hq, L] float32 (N = 1 for 3-D inputs), seed and offset as i64 rank-0 tensors (0 without
 //   dropout) so the backward regenerates the same dropout mask.
 // "sdpa_bwd" inputs: grad_out [.., Hq, L, Ev], q, k, v, bias when attrs.has_bias, logsumexp,
-//   seed and offset (i64 rank-0 tensors) when attrs.dropout_p > 0.
+//   the forward's out [.., Hq, L, Ev] when attrs.has_out, seed and offset (i64 rank-0 tensors)
+//   when attrs.dropout_p > 0.
 //   Outputs, each only when its attrs.want_* is set: grad_q, grad_k, grad_v (dims in
 //   attrs.q_order / k_order / v_order), grad_bias (bias's shape).
 //

@@ -9,7 +9,7 @@ process, one XLA CPU device each (tpu_dist's device transport). Three Llama trai
                     reduce-scatters run in its hooks between them, in Fused Eager.
 
     python benchmarks/dist_in_programs.py [--workloads tp fsdp fsdp_compiled] [--ranks 2 4] [--dim 128] [--rounds 7]
-                                           [--steps 10] [--read-every 10]
+                                           [--steps 10] [--read-every 1 10]
 
 Contenders, interleaved round by round in one run (same model, same data):
   * in programs - the collectives are inside the programs: the compiled forward and backward
@@ -20,9 +20,12 @@ Contenders, interleaved round by round in one run (same model, same data):
                   TORCH_TPU_DIST_CUT_COLLECTIVES behaviour (the graph is recorded again per
                   call), for fsdp the step outside spmd_safe (Fused Eager's default).
 Each rank count runs in a child process with one device per rank, as a job of that size would
-(the XLA CPU plugin keeps a compute thread per device). Reported per contender: median step time,
-collectives launched as programs of their own per rank and step, executions (programs run, all
-ranks) per step, and the collective time per rank and step with its share of the step. The
+(the XLA CPU plugin keeps a compute thread per device). Each round runs --steps steps per
+contender, reading the loss on the host every K steps for each K of --read-every (a read waits
+for the step's programs, so how often a loop reads changes what can overlap). Reported per
+contender and read pattern: median step time, collectives launched as programs of their own per
+rank and step, executions (programs run, all ranks) per step, and the collective time per rank
+and step with its share of the step. The
 collective time is measured over a few more steps under the profiler, from the runs of the
 programs that hold collectives (eager ones, or graphs with collectives inside): the wait for the
 last rank to launch its part (from the trace's device events: every collective of a launch meets
@@ -390,11 +393,10 @@ def main():
                               f"dim {args.dim} (2 layers), batch {args.batch} per step (tp: the same on every rank; "
                               f"fsdp: each rank its own), seq 32; {args.rounds} rounds of {args.steps} steps per "
                               f"contender, the loss read on the host every {' or every '.join(map(str, args.read_every))} "
-                              "steps, and after each round (a read waits for the step's programs, which ends the overlap of one "
-                              "step's programs with the next step's recording); ratio = eager-cut step time / step "
-                              "time (higher is "
-                              "faster): per rank the median over rounds of the two step times in the same round, "
-                              "then the median over ranks.",
+                              "steps, and after each round (a read waits for the step's programs, which ends the "
+                              "overlap of one step's programs with the next step's recording); ratio = eager-cut step "
+                              "time / step time (higher is faster): per rank the median over rounds of the two step "
+                              "times in the same round, then the median over ranks.",
                               "tp: compiled (torch.compile(backend=\"tpu\")), SGD; in programs = the compiled graphs "
                               "hold the collectives, eager cut = TORCH_TPU_DIST_CUT_COLLECTIVES.",
                               "fsdp: FSDP2 on every block and the root, AdamW, Fused Eager; in programs = the step "

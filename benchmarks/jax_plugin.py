@@ -9,6 +9,20 @@ import logging
 NAME = "torch_tpu_plugin"
 
 
+def torch_tpu_plugin_path():
+    """The XLA CPU plugin our runtime would load (TORCH_TPU_PJRT_PLUGIN, else the default one),
+    found without starting the runtime: it sets the process's malloc policy (runtime/host_pages.h),
+    which would then time every program of the process under ours."""
+    import os
+
+    from torch_tpu._plugin import PLUGIN_ENV, default_plugin_path
+
+    path = os.environ.get(PLUGIN_ENV) or default_plugin_path("cpu")
+    if path is None:
+        raise SystemExit("no XLA CPU plugin found (pip install -r requirements.txt)")
+    return path
+
+
 @functools.lru_cache(maxsize=None)
 def device(library_path):
     """JAX's device on the plugin at `library_path` (registered with JAX on the first call: one

@@ -62,13 +62,9 @@ def main():
     parser.add_argument("--runs", type=int, default=20, help="timed runs per program and round")
     args = parser.parse_args()
 
-    from torch_tpu._plugin import PLUGIN_ENV, default_plugin_path
+    import jax_plugin
 
-    # The plugin our runtime would load, found without starting the runtime here: it sets the
-    # process's malloc policy (runtime/host_pages.h), which would time both builds under ours.
-    plugin_path = os.environ.get(PLUGIN_ENV) or default_plugin_path("cpu")
-    if plugin_path is None:
-        raise SystemExit("no XLA CPU plugin found (pip install -r requirements.txt)")
+    plugin_path = jax_plugin.torch_tpu_plugin_path()
     xla_builds._devices(plugin_path)  # before JAX starts its backends
     rows = [["workload", "program", "plugin (ms)", "jaxlib (ms)", "outputs agree across builds"]]
     for workload in args.workloads:

@@ -150,11 +150,9 @@ def main():
     args = parser.parse_args()
 
     sys.path[:0] = [HERE, os.path.join(HERE, "..")]  # zoo_models, _results, jax_plugin; torch_tpu
-    from torch_tpu._plugin import default_plugin_path
+    import jax_plugin
 
-    plugin_path = default_plugin_path("cpu")
-    if plugin_path is None:
-        raise SystemExit("no XLA CPU plugin found (pip install -r requirements.txt)")
+    plugin_path = jax_plugin.torch_tpu_plugin_path()
     if args.models is None:
         import zoo_models
 

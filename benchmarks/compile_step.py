@@ -41,6 +41,7 @@ from torch_tpu.execution_mode import EagerMode, mode  # noqa: E402
 
 import models  # noqa: E402
 from _results import write  # noqa: E402
+from _rounds import wait_for_device  # noqa: E402
 
 CONTENDERS = ["eager_cpu", "inductor_cpu", "tpu_strict", "tpu_fused", "tpu_compile", "jax_jit", "tpu_single_trace",
               "jax_jit_plugin"]
@@ -173,6 +174,7 @@ def measure(workload, contenders, steps_per_round, rounds, warmup, round_seconds
             start = time.perf_counter()
             for _ in range(steps[c]):
                 fn()
+            wait_for_device("tpu" if c.startswith("tpu") else "cpu")
             rates[c].append(steps[c] / (time.perf_counter() - start))
     med = {c: statistics.median(r) for c, r in rates.items()}
     diffs = check_agreement(workload, values)

@@ -50,6 +50,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from _rounds import wait_for_device  # noqa: E402
 
 CONTENDERS = ("in programs", "eager cut")
 # The ranks are threads of one process: torch's default generator is shared, so a model is built
@@ -157,7 +158,9 @@ def run_steps(step, n, read_every):
         loss = step()
         if (i + 1) % read_every == 0 and i + 1 < n:
             loss.item()
-    return loss.item()
+    value = loss.item()
+    wait_for_device("tpu")  # the last step's programs after the loss's (the round's time includes them)
+    return value
 
 
 def _rank(rank, world_size, args, workload, out):

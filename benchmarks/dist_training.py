@@ -26,6 +26,7 @@ import torch.multiprocessing as mp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from _rounds import wait_for_device  # noqa: E402
 
 
 def _train(rank, world_size, wrapper, size, steps, rounds, warmup):
@@ -72,6 +73,7 @@ def _train(rank, world_size, wrapper, size, steps, rounds, warmup):
                     step()
             else:
                 step()
+        wait_for_device("tpu")
         return (time.perf_counter() - start) / n
 
     for _ in range(warmup):

@@ -38,6 +38,7 @@ from torch_tpu.execution_mode import EagerMode, mode  # noqa: E402
 
 import llama_step  # noqa: E402
 from _results import write  # noqa: E402
+from _rounds import wait_for_device  # noqa: E402
 
 # name -> (device, eager mode, compiled, size: None for the size measured)
 CONTENDERS = {
@@ -93,6 +94,7 @@ def measure(size, steps_per_round, rounds, warmup, read_every=1):
             with _turn(name):
                 start = time.perf_counter()
                 _run(step, steps_per_round, read_every, losses[name])
+                wait_for_device(CONTENDERS[name][0])
                 seconds[name].append(time.perf_counter() - start)
     rates = {name: [steps_per_round / t for t in v] for name, v in seconds.items()}
     over_strict = {name: statistics.median(s / t for s, t in zip(seconds["STRICT"], seconds[name]))

@@ -13,7 +13,8 @@ first three steps of every contender are checked against CPU eager's losses, a w
 the same loop as the measured ones (for Fused, repeated until its fuse advisor has timed the
 loop fused against op by op, at most six rounds), then the contenders take turns in rounds of about
 ``--round-seconds`` each, and medians of the per-round step times are reported. Fused's programs
-compiled during the measured rounds are counted (a steady loop should compile nothing).
+compiled during the measured rounds are counted (a steady loop should compile nothing). Each round
+is timed until the device has run all of its steps (benchmarks/_rounds.py).
 
 Writes results/zoo.{json,md} and a plot of the ratios (results/zoo.svg); models from real
 libraries (Transformers' BERT and GPT-2, a Diffusers UNet) join where they are installed.
@@ -31,6 +32,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from _rounds import wait_for_device  # noqa: E402
+
 # label -> (device, how it runs, read the loss every K steps)
 CONTENDERS = {
     "strict r1": ("tpu", "strict", 1), "strict r10": ("tpu", "strict", 10), "strict r100": ("tpu", "strict", 100),
@@ -38,7 +41,40 @@ CONTENDERS = {
     "compiled": ("tpu", "compile", 1), "cpu eager": ("cpu", "eager", 1), "inductor": ("cpu", "inductor", 1),
 }
 READS = (1, 10, 100)
+PHASES = ("forward", "forward+backward", "step")
 CHECK_STEPS = 3
+
+
+def training_step(model, opt, loss_fn, kind, phase="step"):
+    """`body(inputs, target) -> loss` for `model`: the whole step (zero_grad, forward, backward,
+    `opt`), or only its "forward" (no grad) or "forward+backward"; compiled by us (kind "compile")
+    or Inductor ("inductor"), else eager.
+
+    The batch comes in as arguments, as a compiled training step takes it: Dynamo skips a frame
+    whose locals hold no tensor, so a step reading its batch from an object would run the model's
+    forward and backward eagerly after the graph break at zero_grad (for Inductor as for us), and
+    only the loss and the optimizer would be compiled."""
+    import torch
+
+    if phase not in PHASES:
+        raise ValueError(f"phase {phase!r}: use one of {', '.join(PHASES)}")
+
+    def body(inputs, target):
+        if phase == "forward":
+            with torch.no_grad():
+                return loss_fn(model(*inputs), target)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(*inputs), target)
+        loss.backward()
+        if phase == "step":
+            opt.step()
+        return loss.detach()
+
+    if kind == "compile":
+        return torch.compile(body, backend="tpu")
+    if kind == "inductor":
+        return torch.compile(body)
+    return body
 
 
 class Contender:
@@ -47,28 +83,14 @@ class Contender:
 
         self.label = label
         device, self.kind, self.read = CONTENDERS[label]
+        self.device = device
         self.model = copy.deepcopy(model).to(device)
         self.inputs = tuple(t.to(device) for t in inputs)
         self.target = target.to(device)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, foreach=True,
                                      capturable=self.kind == "compile")
 
-        # The batch comes in as arguments, as a compiled training step takes it: Dynamo skips a
-        # frame whose locals hold no tensor, so a step reading its batch from `self` would run the
-        # model's forward and backward eagerly after the graph break at zero_grad (for Inductor as
-        # for us), and only the loss and the optimizer would be compiled.
-        def body(inputs, target):
-            self.opt.zero_grad(set_to_none=True)
-            loss = loss_fn(self.model(*inputs), target)
-            loss.backward()
-            self.opt.step()
-            return loss.detach()
-
-        if self.kind == "compile":
-            body = torch.compile(body, backend="tpu")
-        elif self.kind == "inductor":
-            body = torch.compile(body)
-        self.body = body
+        self.body = training_step(self.model, self.opt, loss_fn, self.kind)
         self.losses, self.seconds, self.error = [], [], None
 
     def mode(self):
@@ -77,13 +99,15 @@ class Contender:
         return mode(EagerMode.FUSED if self.kind == "fused" else EagerMode.STRICT)
 
     def run(self, steps, read=None):
-        """`steps` training steps, reading the loss every `read` steps and after the last."""
+        """`steps` training steps, reading the loss every `read` steps and after the last; returns
+        when the device has run all of them."""
         read = read or self.read
         with self.mode():
             for i in range(steps):
                 loss = self.body(self.inputs, self.target)
                 if (i + 1) % read == 0 or i + 1 == steps:
                     self.losses.append(loss.item())
+            wait_for_device(self.device)
 
 
 def _advisor_counts():
@@ -147,6 +171,42 @@ def run_one(name, size, rounds, round_seconds, labels=tuple(CONTENDERS)):
     return out
 
 
+def configs(models, sizes):
+    """[(name, size)] from --models and --sizes: "name" runs at every size, "name:size" at that one."""
+    return [tuple(m.split(":")) if ":" in m else (m, s) for m in models.split(",")
+            for s in ([None] if ":" in m else sizes.split(","))]
+
+
+def run_in_processes(script, model_sizes, timeout, desc, extra_args):
+    """{"name/size": results}: each model and size run by `script --one name:size --out F
+    *extra_args` in a process of its own (a model that fails or times out gets {} and its log's
+    tail); lines its process writes to stderr starting with "name/size " are shown."""
+    from tqdm import tqdm
+
+    results = {}
+    with tempfile.TemporaryDirectory(prefix=f"{desc}_") as tmp:
+        for name, size in tqdm(model_sizes, desc=desc, unit="model"):
+            out = os.path.join(tmp, f"{name}_{size}.json")
+            cmd = [sys.executable, os.path.abspath(script), "--one", f"{name}:{size}", "--out", out,
+                   *extra_args]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+                failed = proc.returncode != 0 or not os.path.exists(out)
+                log = proc.stderr
+            except subprocess.TimeoutExpired:
+                failed, log = True, f"timed out after {timeout} s"
+            if failed:
+                tqdm.write(f"{name}/{size} failed:\n{log[-2000:]}")
+                results[f"{name}/{size}"] = {}
+                continue
+            with open(out) as f:
+                results[f"{name}/{size}"] = json.load(f)
+            for line in log.splitlines():
+                if line.startswith(f"{name}/{size} "):
+                    tqdm.write(line)
+    return results
+
+
 def _ratio(res, faster_than, slower):
     """time(slower) / time(faster_than) per round, median: > 1 means `faster_than` is faster."""
     a, b = res.get(slower, {}), res.get(faster_than, {})
@@ -159,18 +219,25 @@ def _fmt(x, spec=".2f"):
     return "error" if x is None else format(x, spec)
 
 
-def main():
+def model_parser(doc, round_seconds):
+    """The options of a script that runs the zoo's models one process each (`--one` and `--out`
+    are its per-process call, see run_in_processes)."""
     import zoo_models
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--models", default=",".join(zoo_models.available()),
                         help="comma-separated; name:size runs one size only")
     parser.add_argument("--sizes", default=",".join(zoo_models.SIZES))
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--round-seconds", type=float, default=0.5)
+    parser.add_argument("--round-seconds", type=float, default=round_seconds)
     parser.add_argument("--timeout", type=int, default=1800, help="seconds one model and size may take")
+    return parser
+
+
+def main():
+    parser = model_parser(__doc__, 0.5)
     parser.add_argument("--contenders", default=",".join(CONTENDERS),
                         help="comma-separated subset to run (with --no-write: a partial table)")
     parser.add_argument("--no-write", action="store_true")
@@ -186,33 +253,9 @@ def main():
             json.dump(run_one(name, size, args.rounds, args.round_seconds, args.contenders.split(",")), f)
         return
 
-    from tqdm import tqdm
-
-    # "name" runs at every size of --sizes, "name:size" at that size only
-    configs = [tuple(m.split(":")) if ":" in m else (m, s) for m in args.models.split(",")
-               for s in ([None] if ":" in m else args.sizes.split(","))]
-    results = {}
-    with tempfile.TemporaryDirectory(prefix="zoo_") as tmp:
-        for name, size in tqdm(configs, desc="zoo", unit="model"):
-            out = os.path.join(tmp, f"{name}_{size}.json")
-            cmd = [sys.executable, os.path.abspath(__file__), "--one", f"{name}:{size}", "--out", out,
-                   "--rounds", str(args.rounds), "--round-seconds", str(args.round_seconds),
-                   "--contenders", args.contenders]
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-                failed = proc.returncode != 0 or not os.path.exists(out)
-                log = proc.stderr
-            except subprocess.TimeoutExpired:
-                failed, log = True, f"timed out after {args.timeout} s"
-            if failed:
-                tqdm.write(f"{name}/{size} failed:\n{log[-2000:]}")
-                results[f"{name}/{size}"] = {}
-                continue
-            results[f"{name}/{size}"] = json.load(open(out))
-            notes = [line for line in log.splitlines() if line.startswith(f"{name}/{size} ")]
-            for line in notes:
-                tqdm.write(line)
-
+    results = run_in_processes(__file__, configs(args.models, args.sizes), args.timeout, "zoo",
+                               ["--rounds", str(args.rounds), "--round-seconds", str(args.round_seconds),
+                                "--contenders", args.contenders])
     rows, summary = tabulate(results, set(args.contenders.split(",")))
     if args.no_write:
         print("\n".join(" | ".join(r) for r in rows))
@@ -233,7 +276,7 @@ def main():
            if compiled else "."),
         f"Each model and size in its own process; {args.rounds} rounds of ~{args.round_seconds} s per "
         "contender after a warm-up round of the same loop; the loss read every K steps (rK) and after "
-        "each round. AdamW (foreach; capturable when compiled) on a fixed batch, float32.",
+        "each round, each round timed until the device has run all of it. AdamW (foreach; capturable when compiled) on a fixed batch, float32.",
         "Loss check: the first three steps of every contender against CPU eager's (relative difference): "
         "the worst of our (tpu) contenders, and Inductor's apart - PyTorch's own compiler, not ours.",
         "", "Run: `.venv/bin/python benchmarks/zoo.py " + " ".join(sys.argv[1:]) + "` (about 10-40 minutes on 2 "

@@ -1,7 +1,8 @@
 """A one-element fill_ outside a recording (the seed ``ones_like(loss)`` of every ``backward()``) is
 an upload of the value as the tensor's buffer, not a program launch; views, larger tensors and
-Fused Eager's recording keep the program. Values and dtype conversions are checked against the
-same fill on the CPU."""
+Fused Eager's recording keep the program. A 0-dim one takes the device's cached buffer of that
+value (exec/scalar_cache.h), shared by every such tensor until one is written. Values and dtype
+conversions are checked against the same fill on the CPU."""
 
 import pytest
 import torch
@@ -90,3 +91,46 @@ def test_a_fill_while_another_thread_captures_on_the_device_keeps_the_program():
     assert result["graph"].replayable, result["graph"].reason
     assert result["z"].cpu().equal(x * 2 + 1)
     assert t.item() == 5.0
+
+
+def test_zero_dim_fills_of_one_value_share_the_cached_buffer():
+    from torch_tpu import _C
+
+    a = torch.empty((), device="tpu").fill_(1.0)
+    b = torch.ones_like(a)  # what autograd's backward seed is
+    c = torch.empty((), device="tpu").fill_(2.0)
+    d = torch.empty((), dtype=torch.float64, device="tpu").fill_(1.0)
+    assert _C._test_buffer_address(a) == _C._test_buffer_address(b) != 0
+    assert _C._test_buffer_address(c) != _C._test_buffer_address(a)
+    assert _C._test_buffer_address(d) != _C._test_buffer_address(a)  # the cache is per dtype
+    assert a.item() == b.item() == 1.0 and c.item() == 2.0 and d.item() == 1.0
+
+
+def _bump(t):
+    t.add_(1)
+    return t
+
+
+@pytest.mark.parametrize("write", ["in place", "copy_", "compiled in place", "fused in place"])
+def test_a_write_to_a_shared_fill_changes_that_tensor_only(write):
+    a = torch.empty((), device="tpu").fill_(1.0)
+    b = torch.empty((), device="tpu").fill_(1.0)
+    expected = torch.empty(()).fill_(1.0)
+    if write == "in place":
+        a.mul_(3).add_(1)
+        expected.mul_(3).add_(1)
+    elif write == "copy_":
+        a.copy_(torch.tensor(5.0))
+        expected.copy_(torch.tensor(5.0))
+    elif write == "compiled in place":  # the replay donates the buffers of the graph's mutated inputs
+        bump = torch.compile(_bump, backend="tpu")
+        for _ in range(3):
+            bump(a)
+            _bump(expected)
+    else:
+        with mode(EagerMode.FUSED):
+            a.add_(2)
+        expected.add_(2)
+    assert a.cpu().equal(expected)
+    assert b.item() == 1.0
+    assert torch.empty((), device="tpu").fill_(1.0).item() == 1.0  # the cached value itself

@@ -14,6 +14,7 @@
 #include "exec/executor.h"
 #include "exec/fused_graph.h"
 #include "exec/fused_graphs.h"
+#include "exec/program_cache.h"
 
 namespace tpu::aten {
 namespace {
@@ -61,6 +62,15 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   // write there would cut the capture, which is then recorded again on every call.
   if (self.numel() == 1 && exec::eager_mode() != exec::EagerMode::kFused && covers_storage(self) &&
       !storage(self).tracked() && !exec::Executor::get().fused().of(tpu_index(self)).capturing()) {
+    const ElementType et = element_type(self.scalar_type());
+    if (self.dim() == 0 && !is_complex(et)) {
+      // A 0-dim one (the seed itself) shares the device's cached buffer of that value
+      // (exec/scalar_cache.h): no transfer after the first step. Buffers are immutable and a
+      // shared one is never donated, so a later write to this tensor replaces it here only.
+      storage(self).set_contents(exec::ProgramCache::get().scalar(tpu_index(self), scalar_value(value, et)),
+                                 hlo::TensorType{et, {}}, "aten::fill_");
+      return self;
+    }
     self.copy_(at::scalar_tensor(value, self.options().device(at::kCPU)).reshape(self.sizes()));
     return self;
   }

@@ -60,18 +60,15 @@ OpRunner& OpRunner::scalar(const at::Scalar& s, at::ScalarType dtype) {
     const int d = device_ >= 0 ? device_ : static_cast<int>(c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index());
     return input(at::scalar_tensor(s, at::TensorOptions().dtype(dtype)).to(at::Device(c10::DeviceType::PrivateUse1, d)), dtype);
   }
-  exec::ScalarValue v;
-  if (is_floating(et)) {
-    v = exec::ScalarValue::floating(et, s.toDouble());
-  } else if (et == ElementType::kBool) {
-    v = exec::ScalarValue::integral(et, s.toBool() ? 1 : 0);
-  } else if (s.isFloatingPoint()) {
-    v = exec::ScalarValue::integral(et, static_cast<int64_t>(s.toDouble()));
-  } else {
-    v = exec::ScalarValue::integral(et, s.toLong());
-  }
-  call_.inputs.push_back(exec::Input::of_scalar(v));
+  call_.inputs.push_back(exec::Input::of_scalar(scalar_value(s, et)));
   return *this;
+}
+
+exec::ScalarValue scalar_value(const at::Scalar& s, ElementType et) {
+  if (is_floating(et)) return exec::ScalarValue::floating(et, s.toDouble());
+  if (et == ElementType::kBool) return exec::ScalarValue::integral(et, s.toBool() ? 1 : 0);
+  if (s.isFloatingPoint()) return exec::ScalarValue::integral(et, static_cast<int64_t>(s.toDouble()));
+  return exec::ScalarValue::integral(et, s.toLong());
 }
 
 OpRunner& OpRunner::scalar_u64(uint64_t value, bool cacheable) {

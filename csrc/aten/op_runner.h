@@ -17,6 +17,9 @@
 
 namespace tpu::aten {
 
+// `s` as a runtime scalar of real element type `et` (what OpRunner::scalar passes to a lowering).
+exec::ScalarValue scalar_value(const at::Scalar& s, ElementType et);
+
 class OpRunner {
  public:
   OpRunner(const char* lowering, const char* label);

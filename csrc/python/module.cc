@@ -243,6 +243,10 @@ PYBIND11_MODULE(_C, m) {
     auto contents = device::storage_of(t).contents();
     if (contents.buffer) contents.buffer->release_memory();
   });
+  // Tests: which device buffer a tensor's storage holds now (0: none), to tell shared buffers apart.
+  m.def("_test_buffer_address", [](const at::Tensor& t) {
+    return reinterpret_cast<uintptr_t>(device::storage_of(t).contents().buffer.get());
+  });
   m.def("_launch_stats", [] {
     auto s = runtime::LaunchQueue::get().stats();
     py::dict d;

@@ -77,20 +77,26 @@ def training_step(model, opt, loss_fn, kind, phase="step"):
     return body
 
 
-class Contender:
-    def __init__(self, label, model, inputs, target, loss_fn):
+class Trainee:
+    """A contender's own copy of the model and batch on `device`, its AdamW (foreach; capturable
+    when we compile it) and its step body (`training_step`)."""
+
+    def __init__(self, device, kind, model, inputs, target, loss_fn, phase="step"):
         import torch
 
-        self.label = label
-        device, self.kind, self.read = CONTENDERS[label]
-        self.device = device
+        self.device, self.kind = device, kind
         self.model = copy.deepcopy(model).to(device)
         self.inputs = tuple(t.to(device) for t in inputs)
         self.target = target.to(device)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, foreach=True,
-                                     capturable=self.kind == "compile")
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, foreach=True, capturable=kind == "compile")
+        self.body = training_step(self.model, self.opt, loss_fn, kind, phase)
 
-        self.body = training_step(self.model, self.opt, loss_fn, self.kind)
+
+class Contender(Trainee):
+    def __init__(self, label, model, inputs, target, loss_fn):
+        self.label = label
+        device, kind, self.read = CONTENDERS[label]
+        super().__init__(device, kind, model, inputs, target, loss_fn)
         self.losses, self.seconds, self.error = [], [], None
 
     def mode(self):
